@@ -1,0 +1,244 @@
+/* duration.c - parsing and printing of human durations ("250ms", "1.5s", "off").
+ * Exact integer arithmetic in nanoseconds: no floating point, no locale, no allocation. */
+#include "duration.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+struct unit {
+	const char *name;
+	int64_t ns;
+};
+
+/* Largest first: tb_duration_format prefers the larger unit when two texts tie. */
+static const struct unit units[] = {
+	{ "h", INT64_C(3600000000000) },
+	{ "m", INT64_C(60000000000) },
+	{ "s", INT64_C(1000000000) },
+	{ "ms", INT64_C(1000000) },
+	{ "us", INT64_C(1000) },
+	{ "ns", INT64_C(1) },
+};
+#define N_UNITS (sizeof(units) / sizeof(units[0]))
+
+/* One sentence per mistake, so a user (and a test) can tell them apart. */
+static const char E_EMPTY[] = "a duration is empty; write e.g. 250ms, or off";
+static const char E_BLANK[] = "a duration must not contain blanks";
+static const char E_NEGATIVE[] = "a duration cannot be negative";
+static const char E_NOT_NUMBER[] = "a duration starts with a digit, e.g. 0.5s";
+static const char E_NO_UNIT[] = "a duration needs a unit, e.g. 250ms";
+static const char E_FRACTION[] = "a fraction needs digits after the point, e.g. 1.5s";
+static const char E_UNIT[] = "unknown unit; use ns, us, ms, s, m or h";
+static const char E_AFTER_NUMBER[] = "unexpected character after the number, e.g. 1.5s not 1,5s";
+static const char E_AFTER_UNIT[] =
+	"unexpected characters after the unit; write one number and one unit, e.g. 1500ms";
+static const char E_TOO_LONG[] = "a duration is too long; the longest is 2562047h";
+static const char E_SUB_NS[] = "a duration cannot be finer than 1ns";
+
+static bool is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static bool is_letter(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static bool is_blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* The unit spelled by the `len` bytes at `s`, or NULL. */
+static const struct unit *find_unit(const char *s, size_t len)
+{
+	for (size_t i = 0; i < N_UNITS; i++)
+		if (strlen(units[i].name) == len && memcmp(units[i].name, s, len) == 0)
+			return &units[i];
+	return NULL;
+}
+
+/*
+ * The fraction digits `frac` (len digits) times `unit_ns`, in whole nanoseconds.
+ * Returns -1 when the product is not a whole number: we refuse sub-nanosecond precision
+ * rather than round it, so that every accepted text means exactly one value. Horner's rule
+ * from the last digit keeps the exact value as an integer y (the result times 10); once a
+ * division by ten leaves a remainder the sum can never become whole again, so that is the
+ * only test needed. y stays below 10 * unit_ns, far from overflow.
+ */
+static int64_t fraction_ns(const char *frac, size_t len, int64_t unit_ns)
+{
+	int64_t y = 0;
+
+	for (size_t i = len; i-- > 0;) {
+		if (y % 10 != 0)
+			return -1;
+		y = (frac[i] - '0') * unit_ns + y / 10;
+	}
+	if (y % 10 != 0)
+		return -1;
+	return y / 10;
+}
+
+/*
+ * Grammar: DIGITS [ "." DIGITS ] UNIT, or "off"; a number whose value is zero may omit
+ * the unit ("0"). Every other text gets the most specific sentence we can give.
+ */
+int tb_duration_parse(const char *text, int64_t *out_ns, const char **why)
+{
+	const char *p, *int_start, *frac_start = NULL, *unit_start;
+	size_t int_len, frac_len = 0, unit_len;
+	const struct unit *unit;
+	int64_t whole = 0, frac;
+	bool zero = true;
+
+	if (text == NULL || text[0] == '\0') {
+		*why = E_EMPTY;
+		return -1;
+	}
+	for (p = text; *p != '\0'; p++) {
+		if (is_blank(*p)) {
+			*why = E_BLANK;
+			return -1;
+		}
+	}
+	if (strcmp(text, "off") == 0) {
+		*out_ns = 0;
+		return 0;
+	}
+	if (text[0] == '-') {
+		*why = E_NEGATIVE;
+		return -1;
+	}
+	if (!is_digit(text[0])) {
+		*why = E_NOT_NUMBER;
+		return -1;
+	}
+
+	for (p = int_start = text; is_digit(*p); p++)
+		zero = zero && *p == '0';
+	int_len = (size_t)(p - int_start);
+	if (*p == '.') {
+		frac_start = ++p;
+		for (; is_digit(*p); p++)
+			zero = zero && *p == '0';
+		frac_len = (size_t)(p - frac_start);
+		if (frac_len == 0) {
+			*why = E_FRACTION;
+			return -1;
+		}
+	}
+	for (unit_start = p; is_letter(*p); p++)
+		;
+	unit_len = (size_t)(p - unit_start);
+
+	if (unit_len == 0) {
+		if (*p != '\0') {
+			*why = E_AFTER_NUMBER;
+			return -1;
+		}
+		if (!zero) {
+			*why = E_NO_UNIT;
+			return -1;
+		}
+		*out_ns = 0;
+		return 0;
+	}
+	unit = find_unit(unit_start, unit_len);
+	if (unit == NULL) {
+		*why = E_UNIT;
+		return -1;
+	}
+	if (*p != '\0') {
+		*why = E_AFTER_UNIT;
+		return -1;
+	}
+
+	frac = fraction_ns(frac_start, frac_len, unit->ns);
+	if (frac < 0) {
+		*why = E_SUB_NS;
+		return -1;
+	}
+	for (size_t i = 0; i < int_len; i++) {
+		int d = int_start[i] - '0';
+
+		if (whole > (INT64_MAX - d) / 10) {
+			*why = E_TOO_LONG;
+			return -1;
+		}
+		whole = whole * 10 + d;
+	}
+	if (whole > INT64_MAX / unit->ns || whole * unit->ns > INT64_MAX - frac) {
+		*why = E_TOO_LONG;
+		return -1;
+	}
+	*out_ns = whole * unit->ns + frac;
+	return 0;
+}
+
+/*
+ * Writes `ns` in `unit` into out (at least TB_DURATION_TEXT_MAX bytes) when the decimal
+ * expansion is exact; returns its length, or 0 when it is not (e.g. 1ns in minutes).
+ */
+static size_t format_in(int64_t ns, const struct unit *unit, char *out)
+{
+	int64_t rem = ns % unit->ns;
+	char digits[24];
+	size_t n = 0;
+	int len;
+
+	/* rem < unit->ns <= 3.6e12, so rem * 10 cannot overflow. */
+	while (rem != 0 && n < sizeof(digits) - 1) {
+		rem *= 10;
+		digits[n++] = (char)('0' + rem / unit->ns);
+		rem %= unit->ns;
+	}
+	if (rem != 0)
+		return 0;
+	digits[n] = '\0';
+	if (n == 0)
+		len = snprintf(out, TB_DURATION_TEXT_MAX, "%lld%s", (long long)(ns / unit->ns),
+			       unit->name);
+	else
+		len = snprintf(out, TB_DURATION_TEXT_MAX, "%lld.%s%s",
+			       (long long)(ns / unit->ns), digits, unit->name);
+	return len > 0 && len < TB_DURATION_TEXT_MAX ? (size_t)len : 0;
+}
+
+/*
+ * Every unit that represents `ns` exactly is tried and the shortest text wins; on a tie a
+ * whole number beats a fraction, then the larger unit wins: 1500000000 gives "1.5s",
+ * 90000000000 "90s", 250000000 "250ms" (not "0.25s").
+ * 0 gives "off" and a negative value (the settings' "not set") gives "unset".
+ */
+char *tb_duration_format(int64_t ns, char *buf, size_t len)
+{
+	char best[TB_DURATION_TEXT_MAX] = "", text[TB_DURATION_TEXT_MAX];
+	size_t best_score = 0; /* twice the length, plus one for a decimal point */
+
+	if (len == 0)
+		return buf;
+	if (ns == 0) {
+		snprintf(buf, len, "off");
+		return buf;
+	}
+	if (ns < 0) {
+		snprintf(buf, len, "unset");
+		return buf;
+	}
+	for (size_t i = 0; i < N_UNITS; i++) {
+		size_t n = format_in(ns, &units[i], text), score;
+
+		if (n == 0)
+			continue;
+		score = 2 * n + (strchr(text, '.') != NULL);
+		if (best_score == 0 || score < best_score) {
+			memcpy(best, text, n + 1);
+			best_score = score;
+		}
+	}
+	snprintf(buf, len, "%s", best);
+	return buf;
+}

@@ -1,0 +1,279 @@
+/* env.c - the TIMEBOX_* variables: one table, and the parser that fills tb_settings from it.
+ * Pure code: the caller supplies the lookup and the error sink; no printing, no allocation. */
+#include "env.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "duration.h"
+
+/* The launcher's --help is generated from this table: keep `help` to one short line. */
+const struct tb_env_var tb_env_vars[] = {
+	{ "TIMEBOX_CONNECT_TIMEOUT", "--connect-timeout", TB_ENV_DURATION,
+	  "limit on the TCP handshake" },
+	{ "TIMEBOX_WRITE_TIMEOUT", "--write-timeout", TB_ENV_DURATION,
+	  "limit on a send that makes no progress" },
+	{ "TIMEBOX_FIRST_BYTE_TIMEOUT", "--first-byte-timeout", TB_ENV_DURATION,
+	  "last request byte sent to first response byte (default: the read timeout)" },
+	{ "TIMEBOX_READ_TIMEOUT", "--read-timeout", TB_ENV_DURATION,
+	  "longest wait between two received chunks" },
+	{ "TIMEBOX_DEADLINE", "--deadline", TB_ENV_DURATION,
+	  "limit on a whole call, the program's own retries included" },
+	{ "TIMEBOX_RETRY_WINDOW", "--retry-window", TB_ENV_DURATION,
+	  "how long retries fail fast after a deadline (default: the deadline)" },
+	{ "TIMEBOX_SCOPE", "--scope", TB_ENV_SCOPE,
+	  "what the deadline covers: call (default) or process" },
+	{ "TIMEBOX_ON_TIMEOUT", "--on-timeout", TB_ENV_ON_TIMEOUT,
+	  "errno on expiry: etimedout (default) or eagain" },
+	{ "TIMEBOX_LOG", "--log", TB_ENV_LOG,
+	  "where expiries go: stderr (default), syslog, off or an absolute file path" },
+	{ "TIMEBOX_STRICT", "--strict", TB_ENV_BOOL,
+	  "refuse to run the program when a setting is bad, instead of running it unguarded" },
+	{ NULL, NULL, TB_ENV_DURATION, NULL },
+};
+
+/*
+ * Names that tb_env_check_unknown accepts without a table entry. The first group is
+ * reserved for settings that are planned (config file, gate, log level): a deployment may
+ * set them ahead of the release that reads them, so they must not be called typos.
+ * TIMEBOX_LIBRARY is read by the launcher alone and reaches the program through exec.
+ */
+static const char *const accepted_names[] = {
+	"TIMEBOX_CONFIG",
+	"TIMEBOX_MAX_CONNS",
+	"TIMEBOX_ACQUIRE_TIMEOUT",
+	"TIMEBOX_MAX_PENDING",
+	"TIMEBOX_GATE_SHARED",
+	"TIMEBOX_GATE_NONBLOCKING",
+	"TIMEBOX_LOG_LEVEL",
+	"TIMEBOX_LIBRARY",
+	NULL,
+};
+
+static const char E_SCOPE[] = "a scope is call or process";
+static const char E_SCOPE_REQUEST[] =
+	"request scope is not available yet; use call or process";
+static const char E_ON_TIMEOUT[] = "on_timeout is etimedout or eagain";
+static const char E_LOG[] = "a log target is stderr, syslog, off or an absolute file path";
+static const char E_LOG_LONG[] = "a log file path is too long (at most 255 bytes)";
+static const char E_BOOL[] = "a switch is 1, 0, true, false, yes, no, on or off";
+
+const struct tb_env_var *tb_env_find(const char *key, int by_option)
+{
+	if (key == NULL)
+		return NULL;
+	for (const struct tb_env_var *v = tb_env_vars; v->name != NULL; v++)
+		if (strcmp(by_option ? v->option : v->name, key) == 0)
+			return v;
+	return NULL;
+}
+
+/* The field of *s that a TB_ENV_DURATION variable sets; NULL for any other variable. */
+static int64_t *duration_field(struct tb_settings *s, const struct tb_env_var *var)
+{
+	if (strcmp(var->name, "TIMEBOX_CONNECT_TIMEOUT") == 0)
+		return &s->connect_ns;
+	if (strcmp(var->name, "TIMEBOX_WRITE_TIMEOUT") == 0)
+		return &s->write_ns;
+	if (strcmp(var->name, "TIMEBOX_FIRST_BYTE_TIMEOUT") == 0)
+		return &s->first_byte_ns;
+	if (strcmp(var->name, "TIMEBOX_READ_TIMEOUT") == 0)
+		return &s->read_ns;
+	if (strcmp(var->name, "TIMEBOX_DEADLINE") == 0)
+		return &s->deadline_ns;
+	if (strcmp(var->name, "TIMEBOX_RETRY_WINDOW") == 0)
+		return &s->retry_window_ns;
+	return NULL;
+}
+
+/* Parses a switch; returns 0 and sets *out, or -1. */
+static int parse_bool(const char *text, bool *out)
+{
+	static const char *const yes[] = { "1", "true", "yes", "on", NULL };
+	static const char *const no[] = { "0", "false", "no", "off", NULL };
+
+	for (int i = 0; yes[i] != NULL; i++) {
+		if (strcmp(text, yes[i]) == 0) {
+			*out = true;
+			return 0;
+		}
+		if (strcmp(text, no[i]) == 0) {
+			*out = false;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/*
+ * Values are case-sensitive, like durations ("250MS" is refused): one spelling per value
+ * keeps configs greppable. An empty value is an error, not "unset": `TIMEBOX_DEADLINE=`
+ * is more likely a broken template than a wish for no limit (write "off" for that).
+ */
+int tb_env_apply(struct tb_settings *s, const struct tb_env_var *var, const char *value,
+		 tb_env_error_fn err, void *ctx)
+{
+	const char *why = NULL;
+	int64_t ns;
+	bool flag;
+
+	if (value == NULL)
+		value = "";
+	switch (var->kind) {
+	case TB_ENV_DURATION: {
+		int64_t *field = duration_field(s, var);
+
+		if (field == NULL) {
+			why = "internal error: no setting for this variable";
+			break;
+		}
+		if (tb_duration_parse(value, &ns, &why) == 0)
+			*field = ns;
+		break;
+	}
+	case TB_ENV_SCOPE:
+		if (strcmp(value, "call") == 0)
+			s->scope = TB_SCOPE_CALL;
+		else if (strcmp(value, "process") == 0)
+			s->scope = TB_SCOPE_PROCESS;
+		else if (strcmp(value, "request") == 0)
+			why = E_SCOPE_REQUEST;
+		else
+			why = E_SCOPE;
+		break;
+	case TB_ENV_ON_TIMEOUT:
+		if (strcmp(value, "etimedout") == 0)
+			s->on_timeout = TB_ON_TIMEOUT_ETIMEDOUT;
+		else if (strcmp(value, "eagain") == 0)
+			s->on_timeout = TB_ON_TIMEOUT_EAGAIN;
+		else
+			why = E_ON_TIMEOUT;
+		break;
+	case TB_ENV_LOG:
+		if (strcmp(value, "stderr") == 0) {
+			s->log_target = TB_LOG_STDERR;
+		} else if (strcmp(value, "syslog") == 0) {
+			s->log_target = TB_LOG_SYSLOG;
+		} else if (strcmp(value, "off") == 0) {
+			s->log_target = TB_LOG_OFF;
+		} else if (value[0] != '/') {
+			why = E_LOG;
+		} else if (strlen(value) >= sizeof(s->log_path)) {
+			why = E_LOG_LONG;
+		} else {
+			s->log_target = TB_LOG_FILE;
+			snprintf(s->log_path, sizeof(s->log_path), "%s", value);
+		}
+		break;
+	case TB_ENV_BOOL:
+		if (parse_bool(value, &flag) == 0)
+			s->strict = flag;
+		else
+			why = E_BOOL;
+		break;
+	}
+	if (why == NULL)
+		return 0;
+	if (err != NULL)
+		err(ctx, var->name, value, why);
+	return -1;
+}
+
+int tb_env_load(struct tb_settings *s, const char *(*get)(const char *name, void *get_ctx),
+		void *get_ctx, tb_env_error_fn err, void *err_ctx)
+{
+	int errors = 0;
+
+	tb_settings_init(s);
+	for (const struct tb_env_var *v = tb_env_vars; v->name != NULL; v++) {
+		const char *value = get(v->name, get_ctx);
+
+		if (value != NULL && tb_env_apply(s, v, value, err, err_ctx) != 0)
+			errors++;
+	}
+	tb_settings_finish(s);
+	return errors;
+}
+
+/* Levenshtein distance between a and b, or a large number when either is too long. */
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), row[65];
+
+	if (la > 64 || lb > 64)
+		return (size_t)-1;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j];
+			size_t best = diag + (a[i - 1] != b[j - 1]);
+
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[lb];
+}
+
+static int is_accepted(const char *name)
+{
+	if (tb_env_find(name, 0) != NULL)
+		return 1;
+	for (int i = 0; accepted_names[i] != NULL; i++)
+		if (strcmp(accepted_names[i], name) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * The sentence handed to err lives in this function's stack frame: it is valid during the
+ * call only (it names the closest known variable, so it cannot be static).
+ */
+int tb_env_check_unknown(char *const *envp, tb_env_error_fn err, void *ctx)
+{
+	int found = 0;
+
+	if (envp == NULL)
+		return 0;
+	for (; *envp != NULL; envp++) {
+		const char *entry = *envp, *eq, *best = NULL;
+		char name[128], why[160];
+		size_t len, best_d = 4; /* suggest only names within 3 edits */
+
+		if (strncmp(entry, "TIMEBOX_", 8) != 0)
+			continue;
+		eq = strchr(entry, '=');
+		len = eq != NULL ? (size_t)(eq - entry) : strlen(entry);
+		if (len >= sizeof(name))
+			len = sizeof(name) - 1;
+		memcpy(name, entry, len);
+		name[len] = '\0';
+		if (is_accepted(name))
+			continue;
+
+		for (const struct tb_env_var *v = tb_env_vars; v->name != NULL; v++) {
+			size_t d = edit_distance(name, v->name);
+
+			if (d < best_d) {
+				best_d = d;
+				best = v->name;
+			}
+		}
+		if (best != NULL)
+			snprintf(why, sizeof(why), "unknown variable; did you mean %s?", best);
+		else
+			snprintf(why, sizeof(why), "unknown variable: not a timebox setting");
+		if (err != NULL)
+			err(ctx, name, eq != NULL ? eq + 1 : "", why);
+		found++;
+	}
+	return found;
+}

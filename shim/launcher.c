@@ -1,0 +1,357 @@
+/* launcher.c - `timebox`, the operator's front end: validates the settings, preloads
+ * libtimebox.so and execs the command in place (no extra process, its exit status is ours). */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "duration.h"
+#include "env.h"
+#include "settings.h"
+
+#ifndef TB_VERSION
+#define TB_VERSION "unknown"
+#endif
+
+#define EXIT_USAGE 2      /* bad command line or settings, like most CLI tools */
+#define EXIT_NOEXEC 126   /* found but could not be run, like shells */
+#define EXIT_NOTFOUND 127 /* not found, like shells */
+
+#define LIB_NAME "libtimebox.so"
+
+extern char **environ;
+
+/* One value per row of tb_env_vars, as given on the command line (NULL: not given). */
+#define MAX_VARS 32
+
+struct run_args {
+	const char *values[MAX_VARS];
+	char **command; /* NULL-terminated argv of the program to run */
+};
+
+/* Where a value came from, for error messages: "--read-timeout 250" or "TIMEBOX_X=250". */
+struct report {
+	int from_option;
+	int errors;
+};
+
+static size_t var_count(void)
+{
+	size_t n = 0;
+
+	while (tb_env_vars[n].name != NULL)
+		n++;
+	return n;
+}
+
+/* The placeholder shown after an option in --help; NULL for a flag. */
+static const char *value_hint(enum tb_env_kind kind)
+{
+	switch (kind) {
+	case TB_ENV_DURATION:
+		return "DURATION";
+	case TB_ENV_SCOPE:
+		return "call|process";
+	case TB_ENV_ON_TIMEOUT:
+		return "etimedout|eagain";
+	case TB_ENV_LOG:
+		return "stderr|syslog|off|/PATH";
+	case TB_ENV_BOOL:
+		break;
+	}
+	return NULL;
+}
+
+/* The option list is generated from tb_env_vars so that --help and the parser never drift. */
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: timebox run [OPTIONS] [--] COMMAND [ARG...]\n"
+		"       timebox --help | --version\n"
+		"\n"
+		"Runs COMMAND with libtimebox.so preloaded, adding timeouts to its TCP calls.\n"
+		"Each option sets the environment variable shown under it; an option beats the\n"
+		"environment. Every value, and every TIMEBOX_* variable already set, is checked\n"
+		"before COMMAND starts. timebox then becomes COMMAND: its exit status is COMMAND's.\n"
+		"\n"
+		"Options:\n");
+	for (const struct tb_env_var *v = tb_env_vars; v->name != NULL; v++) {
+		const char *hint = value_hint(v->kind);
+		char left[64];
+
+		snprintf(left, sizeof(left), "%s%s%s", v->option, hint ? " " : "", hint ? hint : "");
+		fprintf(out, "  %-38s %s\n      %s\n", left, v->name, v->help);
+	}
+	fprintf(out,
+		"  -h, --help\n      this text\n"
+		"\n"
+		"A DURATION has a unit: 250ms, 1.5s, 2m, 800us (also ns, h); 0 or off means no limit.\n"
+		"TIMEBOX_LIBRARY names the library to preload (default: found beside this program).\n"
+		"\n"
+		"Examples:\n"
+		"  timebox run --connect-timeout 1s --read-timeout 250ms --deadline 300ms -- \\\n"
+		"      curl -s http://backend:8080/\n"
+		"  TIMEBOX_DEADLINE=5s timebox run --scope=process -- python3 batch.py\n"
+		"  timebox run --read-timeout 2s --strict redis-cli -h cache GET key\n"
+		"\n"
+		"Exit status: COMMAND's; 2 for a bad option or setting; 126 or 127 when COMMAND\n"
+		"cannot be run.\n");
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "timebox: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n(see timebox --help)\n");
+	return EXIT_USAGE;
+}
+
+/*
+ * Parses `run`'s arguments (argv[0] is "run"). Options end at "--" or at the first word
+ * that is not an option, which starts the command. Returns 0, -1 for --help (printed), or
+ * EXIT_USAGE after printing why.
+ */
+static int parse_run_args(int argc, char **argv, struct run_args *args)
+{
+	int i;
+
+	for (i = 1; i < argc; i++) {
+		const char *arg = argv[i], *eq, *value;
+		const struct tb_env_var *var;
+		char option[64];
+		size_t len;
+
+		if (strcmp(arg, "--") == 0) {
+			i++;
+			break;
+		}
+		if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+			usage(stdout);
+			return -1;
+		}
+		if (arg[0] != '-' || arg[1] == '\0')
+			break;
+
+		eq = strchr(arg, '=');
+		len = eq != NULL ? (size_t)(eq - arg) : strlen(arg);
+		if (len >= sizeof(option))
+			return usage_error("unknown option '%s'", arg);
+		memcpy(option, arg, len);
+		option[len] = '\0';
+		var = tb_env_find(option, 1);
+		if (var == NULL)
+			return usage_error("unknown option '%s'", arg);
+
+		if (eq != NULL)
+			value = eq + 1;
+		else if (var->kind == TB_ENV_BOOL)
+			value = "1"; /* a flag: never takes the next word */
+		else if (i + 1 < argc)
+			value = argv[++i];
+		else
+			return usage_error("%s needs a value", option);
+		args->values[var - tb_env_vars] = value;
+	}
+	if (i >= argc)
+		return usage_error("%s", "run: no command given");
+	args->command = &argv[i];
+	return 0;
+}
+
+static void report_error(void *ctx, const char *name, const char *value, const char *why)
+{
+	struct report *r = ctx;
+	const struct tb_env_var *var = tb_env_find(name, 0);
+
+	if (r->from_option && var != NULL)
+		fprintf(stderr, "timebox: %s %s: %s\n", var->option, value, why);
+	else
+		fprintf(stderr, "timebox: %s=%s: %s\n", name, value, why);
+	r->errors++;
+}
+
+/*
+ * Checks every TIMEBOX_* variable in the environment and every option value with the
+ * library's own parser, printing one line per mistake. Returns the number of mistakes.
+ * An environment value is checked even when an option overrides it: the launcher is the
+ * strict gate, and the library would meet that value again in a nested launch.
+ */
+static int validate(const struct run_args *args)
+{
+	struct report from_env = { 0, 0 }, from_opt = { 1, 0 };
+	struct tb_settings scratch;
+
+	tb_env_check_unknown(environ, report_error, &from_env);
+	tb_settings_init(&scratch);
+	for (size_t i = 0; tb_env_vars[i].name != NULL; i++) {
+		const char *env_value = getenv(tb_env_vars[i].name);
+
+		if (env_value != NULL)
+			tb_env_apply(&scratch, &tb_env_vars[i], env_value, report_error, &from_env);
+		if (args->values[i] != NULL)
+			tb_env_apply(&scratch, &tb_env_vars[i], args->values[i], report_error,
+				     &from_opt);
+	}
+	return from_env.errors + from_opt.errors;
+}
+
+static int is_regular_file(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/*
+ * Finds the library and stores its absolute, canonical path in out (PATH_MAX bytes).
+ * TIMEBOX_LIBRARY wins; otherwise the build tree's layout (bin/../lib/) then the installed
+ * one (bin/../lib/timebox/), both relative to this executable so that a copied or
+ * relocated tree keeps working. Returns 0, or EXIT_USAGE after printing why.
+ */
+static int find_library(char *out)
+{
+	const char *forced = getenv("TIMEBOX_LIBRARY");
+	char self[PATH_MAX], candidate[PATH_MAX + 32];
+	static const char *const layouts[] = { "/../lib/" LIB_NAME, "/../lib/timebox/" LIB_NAME };
+	ssize_t n;
+	char *slash;
+
+	if (forced != NULL) {
+		if (!is_regular_file(forced) || realpath(forced, out) == NULL) {
+			fprintf(stderr, "timebox: TIMEBOX_LIBRARY=%s: not an existing file\n", forced);
+			return EXIT_USAGE;
+		}
+		return 0;
+	}
+
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n < 0) {
+		fprintf(stderr, "timebox: cannot find my own location (/proc/self/exe: %s); "
+				"set TIMEBOX_LIBRARY to the path of " LIB_NAME "\n",
+			strerror(errno));
+		return EXIT_USAGE;
+	}
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	if (slash != NULL)
+		*slash = '\0';
+
+	for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++) {
+		snprintf(candidate, sizeof(candidate), "%s%s", self, layouts[i]);
+		if (is_regular_file(candidate) && realpath(candidate, out) != NULL)
+			return 0;
+	}
+	fprintf(stderr, "timebox: cannot find " LIB_NAME " in %s/../lib/ or %s/../lib/timebox/; "
+			"set TIMEBOX_LIBRARY to its path\n",
+		self, self);
+	return EXIT_USAGE;
+}
+
+/* True when `list` (an LD_PRELOAD value) already holds `path` as one of its entries. */
+static int preload_has(const char *list, const char *path)
+{
+	size_t len = strlen(path);
+
+	/* ld.so splits LD_PRELOAD on both colons and spaces. */
+	for (const char *p = list; *p != '\0';) {
+		size_t span = strcspn(p, ": ");
+
+		if (span == len && memcmp(p, path, len) == 0)
+			return 1;
+		p += span;
+		if (*p != '\0')
+			p++;
+	}
+	return 0;
+}
+
+/* Appends `lib` to LD_PRELOAD unless present. Returns 0, or EXIT_USAGE after printing why. */
+static int add_preload(const char *lib)
+{
+	const char *old = getenv("LD_PRELOAD");
+	char *joined;
+	int rc;
+
+	if (strpbrk(lib, ": ") != NULL) {
+		fprintf(stderr, "timebox: %s: LD_PRELOAD cannot carry a path with a colon or "
+				"a space; move the library or set TIMEBOX_LIBRARY\n",
+			lib);
+		return EXIT_USAGE;
+	}
+	if (old == NULL || old[0] == '\0')
+		return setenv("LD_PRELOAD", lib, 1) == 0 ? 0 : EXIT_USAGE;
+	if (preload_has(old, lib))
+		return 0;
+	/* Appended, not prepended: a sanitizer runtime already in the list must stay first. */
+	if (asprintf(&joined, "%s:%s", old, lib) < 0) {
+		fprintf(stderr, "timebox: out of memory\n");
+		return EXIT_USAGE;
+	}
+	rc = setenv("LD_PRELOAD", joined, 1);
+	free(joined);
+	return rc == 0 ? 0 : EXIT_USAGE;
+}
+
+/* Exports the command line's values, so they beat the environment. */
+static int export_options(const struct run_args *args)
+{
+	for (size_t i = 0; tb_env_vars[i].name != NULL; i++) {
+		if (args->values[i] != NULL && setenv(tb_env_vars[i].name, args->values[i], 1) != 0) {
+			fprintf(stderr, "timebox: cannot set %s: %s\n", tb_env_vars[i].name,
+				strerror(errno));
+			return EXIT_USAGE;
+		}
+	}
+	return 0;
+}
+
+/* `timebox run ...`: returns an exit status only when the command could not be started. */
+static int run(int argc, char **argv)
+{
+	struct run_args args = { { NULL }, NULL };
+	char lib[PATH_MAX];
+	int rc;
+
+	if (var_count() > MAX_VARS) {
+		fprintf(stderr, "timebox: internal error: too many settings\n");
+		return EXIT_USAGE;
+	}
+	rc = parse_run_args(argc, argv, &args);
+	if (rc != 0)
+		return rc < 0 ? EXIT_SUCCESS : rc;
+	if (validate(&args) != 0)
+		return EXIT_USAGE;
+	if ((rc = find_library(lib)) != 0 || (rc = export_options(&args)) != 0 ||
+	    (rc = add_preload(lib)) != 0)
+		return rc;
+
+	execvp(args.command[0], args.command);
+	rc = errno;
+	fprintf(stderr, "timebox: cannot run '%s': %s\n", args.command[0], strerror(rc));
+	return rc == EACCES ? EXIT_NOEXEC : EXIT_NOTFOUND;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		usage(stdout);
+		return EXIT_SUCCESS;
+	}
+	if (strcmp(argv[1], "--version") == 0) {
+		printf("timebox %s\n", TB_VERSION);
+		return EXIT_SUCCESS;
+	}
+	if (strcmp(argv[1], "run") == 0)
+		return run(argc - 1, argv + 1);
+	fprintf(stderr, "timebox: unknown command '%s'\n\n", argv[1]);
+	usage(stderr);
+	return EXIT_USAGE;
+}

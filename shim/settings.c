@@ -1,0 +1,78 @@
+/* settings.c - defaults and derived values of struct tb_settings.
+ * Plain data helpers: no I/O, no allocation, safe in any context. */
+#include "settings.h"
+
+#include <string.h>
+
+void tb_settings_init(struct tb_settings *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->first_byte_ns = -1;
+	s->retry_window_ns = -1;
+	s->scope = TB_SCOPE_CALL;
+	s->on_timeout = TB_ON_TIMEOUT_ETIMEDOUT;
+	s->log_target = TB_LOG_STDERR;
+}
+
+/*
+ * Only first_byte is resolved here. retry_window stays "not set" on purpose: its default
+ * follows the deadline, and tb_settings_retry_window() computes it on demand so a later
+ * change of the deadline (a per-destination rule) carries the window along.
+ */
+void tb_settings_finish(struct tb_settings *s)
+{
+	if (s->first_byte_ns < 0)
+		s->first_byte_ns = s->read_ns;
+}
+
+bool tb_settings_any_limit(const struct tb_settings *s)
+{
+	return s->connect_ns > 0 || s->write_ns > 0 || s->first_byte_ns > 0 || s->read_ns > 0 ||
+	       s->deadline_ns > 0;
+}
+
+int64_t tb_settings_retry_window(const struct tb_settings *s)
+{
+	return s->retry_window_ns < 0 ? s->deadline_ns : s->retry_window_ns;
+}
+
+/*
+ * TB_PHASE_GATE has no limit in struct tb_settings yet (acquire_timeout comes with the
+ * gate), so it reports 0, "off". An unfinished first_byte falls back to read here too, so
+ * callers get the same answer before and after tb_settings_finish().
+ */
+int64_t tb_settings_phase_limit(const struct tb_settings *s, enum tb_phase phase)
+{
+	switch (phase) {
+	case TB_PHASE_CONNECT:
+		return s->connect_ns;
+	case TB_PHASE_WRITE:
+		return s->write_ns;
+	case TB_PHASE_FIRST_BYTE:
+		return s->first_byte_ns < 0 ? s->read_ns : s->first_byte_ns;
+	case TB_PHASE_READ:
+		return s->read_ns;
+	case TB_PHASE_DEADLINE:
+		return s->deadline_ns;
+	case TB_PHASE_GATE:
+	case TB_PHASE_COUNT:
+		break;
+	}
+	return 0;
+}
+
+const char *tb_phase_name(enum tb_phase phase)
+{
+	static const char *const names[TB_PHASE_COUNT] = {
+		[TB_PHASE_GATE] = "gate",
+		[TB_PHASE_CONNECT] = "connect",
+		[TB_PHASE_WRITE] = "write",
+		[TB_PHASE_FIRST_BYTE] = "first_byte",
+		[TB_PHASE_READ] = "read",
+		[TB_PHASE_DEADLINE] = "deadline",
+	};
+
+	if ((unsigned)phase >= TB_PHASE_COUNT)
+		return "unknown";
+	return names[phase];
+}

@@ -1,0 +1,45 @@
+#!/bin/sh
+# deps.sh - the Debian packages timebox needs, checked and (as root) installed.
+# usage: tests/deps.sh check   build and test (make, make test)
+#        tests/deps.sh bench   the above plus the benchmark's tools
+# Exits 0 silently when everything is present. When something is missing it installs it if
+# running as root and TIMEBOX_NO_INSTALL is unset; otherwise it names the packages, exit 1.
+set -eu
+
+CHECK_PKGS="build-essential pkg-config libconfig-dev libcmocka-dev curl wget netcat-openbsd
+redis-server redis-tools perl python3 iproute2 strace"
+BENCH_PKGS="haproxy gnuplot-nox valgrind linux-perf"
+
+case "${1:-}" in
+check) wanted=$CHECK_PKGS ;;
+bench) wanted="$CHECK_PKGS $BENCH_PKGS" ;;
+*)
+	echo "usage: $0 check|bench" >&2
+	exit 2
+	;;
+esac
+
+# dpkg -s succeeds for a removed package whose config files remain, so read its status.
+installed() {
+	dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed$'
+}
+
+missing=""
+for pkg in $wanted; do
+	installed "$pkg" || missing="$missing $pkg"
+done
+missing=${missing# }
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" = 0 ] && [ -z "${TIMEBOX_NO_INSTALL:-}" ]; then
+	echo "timebox: installing missing Debian packages: $missing" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	# shellcheck disable=SC2086 # one word per package
+	apt-get install -y -qq --no-install-recommends $missing
+	exit 0
+fi
+
+echo "timebox: missing Debian packages: $missing; install them with:" \
+	"sudo apt-get install -y $missing" >&2
+exit 1
