@@ -1,0 +1,93 @@
+# timebox - one Makefile for the library, the launcher, the tests, the demo and the bench.
+#   make                      build/lib/libtimebox.so and build/bin/timebox
+#   make test                 unit tests (cmocka) then end-to-end tests
+#   make demo                 the fault server against a legacy client, without and with timebox
+#   make SANITIZE=address     (or undefined, thread) builds into build/san-<name>/ instead
+
+VERSION   := 0.1.0
+CC        ?= cc
+SANITIZE  ?=
+BUILD     ?= build
+ifneq ($(SANITIZE),)
+BUILD     := build/san-$(SANITIZE)
+endif
+
+WARN      := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
+             -Wwrite-strings
+CFLAGS    ?= -O2 -g
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DTB_VERSION='"$(VERSION)"' $(WARN) $(CFLAGS) \
+             -fPIC -fvisibility=hidden -pthread -Ishim -Iinclude
+LDLIBS_LIB = -ldl -pthread
+ifneq ($(SANITIZE),)
+ALL_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+SAN_LDFLAGS := -fsanitize=$(SANITIZE)
+endif
+
+# Policy modules: pure code (no dlsym, no socket calls), unit-tested alone and shared with
+# the launcher. Runtime modules: the hooks and what they need at run time.
+POLICY_SRCS  := shim/duration.c shim/settings.c shim/env.c shim/budget.c shim/phase.c \
+                shim/dest.c
+RUNTIME_SRCS := $(filter-out $(POLICY_SRCS) shim/launcher.c,$(wildcard shim/*.c))
+POLICY_OBJS  := $(POLICY_SRCS:shim/%.c=$(BUILD)/obj/%.o)
+RUNTIME_OBJS := $(RUNTIME_SRCS:shim/%.c=$(BUILD)/obj/%.o)
+
+LIB      := $(BUILD)/lib/libtimebox.so
+LAUNCHER := $(BUILD)/bin/timebox
+
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
+E2E_C     := $(wildcard tests/e2e/*.c tests/e2e/clients/*.c)
+E2E_BINS  := $(patsubst %.c,$(BUILD)/%,$(E2E_C))
+
+.PHONY: all test unit e2e demo bench clean deps-check
+
+all: $(LIB) $(LAUNCHER)
+
+$(BUILD)/obj/%.o: shim/%.c $(wildcard shim/*.h include/*.h) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(LIB): $(POLICY_OBJS) $(RUNTIME_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(SAN_LDFLAGS) -Wl,-z,defs -Wl,-soname,libtimebox.so -o $@ $^ $(LDLIBS_LIB)
+
+$(LAUNCHER): $(BUILD)/obj/launcher.o $(POLICY_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_LDFLAGS) -pthread -o $@ $^
+
+$(BUILD)/tests/unit/%: tests/unit/%.c $(POLICY_OBJS) $(wildcard tests/unit/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Wno-missing-prototypes -o $@ $< $(POLICY_OBJS) $(SAN_LDFLAGS) -lcmocka
+
+# End-to-end helpers (fault server, test clients) are ordinary programs: no sanitizer, so
+# that what is tested is the library inside an uninstrumented host. The FORTIFY client is
+# built the way distributions build packages.
+E2E_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) -Wno-missing-prototypes -pthread -Itests/e2e
+$(BUILD)/tests/e2e/%: tests/e2e/%.c $(wildcard tests/e2e/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(E2E_CFLAGS) -o $@ $< -pthread
+$(BUILD)/tests/e2e/clients/%: tests/e2e/clients/%.c $(wildcard tests/e2e/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(E2E_CFLAGS) -o $@ $< -pthread
+$(BUILD)/tests/e2e/clients/blockcli_fortify: tests/e2e/clients/blockcli.c
+	@mkdir -p $(dir $@)
+	$(CC) $(E2E_CFLAGS) -O2 -D_FORTIFY_SOURCE=2 -o $@ $< -pthread
+
+deps-check:
+	@tests/deps.sh check
+
+unit: $(UNIT_BINS)
+	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
+
+e2e: all $(E2E_BINS) $(BUILD)/tests/e2e/clients/blockcli_fortify
+	@TB_BUILD=$(BUILD) TB_SANITIZE=$(SANITIZE) python3 tests/e2e/run.py $(E2E_ARGS)
+
+test: deps-check
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory e2e
+
+demo: deps-check all $(E2E_BINS)
+	@TB_BUILD=$(BUILD) python3 tests/e2e/demo.py
+
+clean:
+	rm -rf build

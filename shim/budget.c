@@ -1,0 +1,100 @@
+/* budget.c - the per-thread (or per-process) overall deadline.
+ * See budget.h for the state machine; this file only moves between its states. */
+#include "budget.h"
+
+#include <string.h>
+
+static void close_call(struct tb_budget *b)
+{
+	b->open = false;
+	b->saw_response = false;
+}
+
+void tb_budget_open_process(struct tb_budget *b, const struct tb_settings *s, int64_t now)
+{
+	memset(b, 0, sizeof(*b));
+	b->open = true;
+	b->start = now;
+	b->deadline = s->deadline_ns > 0 ? now + s->deadline_ns : TB_NEVER;
+}
+
+int tb_budget_step(struct tb_budget *b, const struct tb_settings *s, const struct tb_dest *d,
+		   int64_t now, int64_t *start, int64_t *deadline)
+{
+	bool expired_now = false;
+
+	if (s->deadline_ns <= 0) {
+		*start = now;
+		*deadline = TB_NEVER;
+		return TB_STEP_GO;
+	}
+	if (s->scope == TB_SCOPE_PROCESS) {
+		*start = b->start;
+		*deadline = b->deadline;
+		return now < b->deadline ? TB_STEP_GO : TB_STEP_EXPIRED;
+	}
+	if (b->open && b->saw_response)
+		close_call(b); /* the previous call was answered: this is the next one */
+	if (b->open && now >= b->deadline) {
+		/* Expired while nobody waited (the program was busy elsewhere): the thread
+		 * learns it now, exactly as if a wait had been cut at the deadline. */
+		tb_budget_on_expired(b, s, &b->dest, TB_PHASE_DEADLINE, b->deadline);
+		expired_now = true;
+	}
+	if (!b->open) {
+		if (b->fastfail_until != 0 && now < b->fastfail_until &&
+		    tb_dest_equal(d, &b->fastfail_dest))
+			return expired_now ? TB_STEP_EXPIRED : TB_STEP_RETRY_WINDOW;
+		if (expired_now && tb_dest_equal(d, &b->fastfail_dest))
+			return TB_STEP_EXPIRED; /* retry_window 0: still, this step is late */
+		b->open = true;
+		b->saw_response = false;
+		b->start = now;
+		b->deadline = now + s->deadline_ns;
+		b->dest = *d;
+	}
+	*start = b->start;
+	*deadline = b->deadline;
+	return TB_STEP_GO;
+}
+
+void tb_budget_on_response(struct tb_budget *b, const struct tb_settings *s)
+{
+	if (s->scope == TB_SCOPE_CALL && b->open)
+		b->saw_response = true;
+}
+
+void tb_budget_on_failure(struct tb_budget *b, const struct tb_settings *s)
+{
+	if (s->scope == TB_SCOPE_CALL)
+		b->saw_response = false;
+}
+
+void tb_budget_on_close(struct tb_budget *b, const struct tb_settings *s)
+{
+	if (s->scope == TB_SCOPE_CALL && b->open && b->saw_response)
+		close_call(b);
+}
+
+void tb_budget_on_expired(struct tb_budget *b, const struct tb_settings *s,
+			  const struct tb_dest *d, enum tb_phase phase, int64_t call_deadline)
+{
+	int64_t window;
+
+	if (s->scope != TB_SCOPE_CALL || phase != TB_PHASE_DEADLINE) {
+		tb_budget_on_failure(b, s);
+		return;
+	}
+	window = tb_settings_retry_window(s);
+	b->fastfail_dest = *d;
+	b->fastfail_until = window > 0 && call_deadline < TB_NEVER - window ?
+				    call_deadline + window : 0;
+	close_call(b);
+}
+
+int64_t tb_budget_remaining(const struct tb_budget *b, int64_t now)
+{
+	if (!b->open || b->deadline == TB_NEVER)
+		return TB_NEVER;
+	return b->deadline > now ? b->deadline - now : 0;
+}

@@ -1,0 +1,70 @@
+/* budget.h - a thread's overall deadline (scope=call) or the process's (scope=process).
+ * Pure state machine driven by the hooks' events; every function takes `now`. */
+#ifndef TB_BUDGET_H
+#define TB_BUDGET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dest.h"
+#include "settings.h"
+
+/*
+ * scope=call: the budget opens at the thread's first governed operation (connect, or a send)
+ * and bounds everything the thread does on governed sockets until the call completes: the
+ * thread sends again after reading response bytes (the next request), or closes a socket
+ * after a response. Failed attempts (refused, reset, a phase timeout) leave it open, so the
+ * program's own retries spend the same deadline. When an expiry at the deadline has been
+ * delivered, the budget closes and further attempts to the same destination fail at once
+ * until `retry_window` has passed since the deadline.
+ *
+ * scope=process: one budget opened at start-up (tb_budget_open_process) that never closes.
+ */
+struct tb_budget {
+	bool open;
+	bool saw_response;    /* response bytes read since the thread's last send */
+	int64_t start;        /* when the call opened */
+	int64_t deadline;     /* absolute; TB_NEVER without a deadline */
+	struct tb_dest dest;  /* where the call began */
+	struct tb_dest fastfail_dest;
+	int64_t fastfail_until; /* attempts to fastfail_dest fail until then (0: none) */
+};
+
+/* Opens the process-wide budget at `now` (scope=process). */
+void tb_budget_open_process(struct tb_budget *b, const struct tb_settings *s, int64_t now);
+
+enum tb_step {
+	TB_STEP_GO = 0,            /* go ahead within *start .. *deadline */
+	TB_STEP_EXPIRED = -1,      /* the deadline passed while nobody waited: this is its expiry */
+	TB_STEP_RETRY_WINDOW = -2, /* an attempt after an expired deadline, inside retry_window */
+};
+
+/*
+ * A governed operation begins a step of a call (connect, or a send) towards `d`.
+ * Returns TB_STEP_GO and stores the call's start and deadline (TB_NEVER when there is none);
+ * otherwise the attempt must fail at once, sending nothing (see enum tb_step).
+ */
+int tb_budget_step(struct tb_budget *b, const struct tb_settings *s, const struct tb_dest *d,
+		   int64_t now, int64_t *start, int64_t *deadline);
+
+/* Response bytes were read (the call has an answer; the next send starts a new call). */
+void tb_budget_on_response(struct tb_budget *b, const struct tb_settings *s);
+
+/* An attempt failed without an expiry at the deadline (refused, reset, phase timeout). */
+void tb_budget_on_failure(struct tb_budget *b, const struct tb_settings *s);
+
+/* A governed socket is closed by the thread: after a response this ends the call. */
+void tb_budget_on_close(struct tb_budget *b, const struct tb_settings *s);
+
+/*
+ * An expiry was delivered to the thread on a socket to `d`. When `phase` is the deadline the
+ * budget closes and `d` enters its retry window (deadline + retry_window); other phases are
+ * failed attempts and leave the budget open.
+ */
+void tb_budget_on_expired(struct tb_budget *b, const struct tb_settings *s,
+			  const struct tb_dest *d, enum tb_phase phase, int64_t call_deadline);
+
+/* Remaining time of the open budget at `now` (0 when spent), or TB_NEVER without one. */
+int64_t tb_budget_remaining(const struct tb_budget *b, int64_t now);
+
+#endif

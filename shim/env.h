@@ -1,0 +1,51 @@
+/* env.h - the TIMEBOX_* environment variables: their table and their parser.
+ * Pure code (the caller passes the lookup function), used by the library and the launcher. */
+#ifndef TB_ENV_H
+#define TB_ENV_H
+
+#include "settings.h"
+
+enum tb_env_kind { TB_ENV_DURATION, TB_ENV_SCOPE, TB_ENV_ON_TIMEOUT, TB_ENV_LOG, TB_ENV_BOOL };
+
+/* One variable: its name, the launcher option that mirrors it, and what its value is. */
+struct tb_env_var {
+	const char *name;   /* "TIMEBOX_READ_TIMEOUT" */
+	const char *option; /* "--read-timeout" */
+	enum tb_env_kind kind;
+	const char *help;   /* one line for `timebox --help` */
+};
+
+/* The table, terminated by an entry whose name is NULL. */
+extern const struct tb_env_var tb_env_vars[];
+
+/* Looks a variable up by name, or by launcher option when `by_option`; NULL when unknown. */
+const struct tb_env_var *tb_env_find(const char *key, int by_option);
+
+/*
+ * Called once per bad value: `name` is the variable, `value` its text, `why` a sentence.
+ * `ctx` is the caller's.
+ */
+typedef void (*tb_env_error_fn)(void *ctx, const char *name, const char *value, const char *why);
+
+/*
+ * Applies one variable's text to *s. Returns 0, or -1 after calling err once (the setting
+ * is then left as it was, so the program runs unguarded for it).
+ */
+int tb_env_apply(struct tb_settings *s, const struct tb_env_var *var, const char *value,
+		 tb_env_error_fn err, void *ctx);
+
+/*
+ * Fills *s from every TIMEBOX_* variable found through get(name, get_ctx) (getenv-like: NULL
+ * when unset), starting from tb_settings_init() and ending with tb_settings_finish().
+ * Each bad value is reported once through err. Returns the number of errors.
+ */
+int tb_env_load(struct tb_settings *s, const char *(*get)(const char *name, void *get_ctx),
+		void *get_ctx, tb_env_error_fn err, void *err_ctx);
+
+/*
+ * Reports every TIMEBOX_* name in `envp` that is not in the table (a typo such as
+ * TIMEBOX_READ_TIMOUT would otherwise be silently ignored). Returns how many were found.
+ */
+int tb_env_check_unknown(char *const *envp, tb_env_error_fn err, void *ctx);
+
+#endif

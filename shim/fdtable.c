@@ -1,0 +1,85 @@
+/* fdtable.c - the fd-indexed table of governed sockets.
+ * Sized from the hard RLIMIT_NOFILE and mapped MAP_NORESERVE: pages are touched only for
+ * fd numbers a governed socket actually used, so a 1M-entry table costs a few KB. */
+#include "fdtable.h"
+
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#define FD_CAP_MAX (1 << 20)
+#define INTERNAL_MAX 4
+
+_Atomic(struct tb_sock *) *tb_fdtab;
+atomic_int tb_fd_cap;
+atomic_int tb_fd_hiwater = -1;
+static atomic_int internal_fds[INTERNAL_MAX] = { -1, -1, -1, -1 };
+
+int tb_fdtable_init(void)
+{
+	struct rlimit rl;
+	size_t cap = FD_CAP_MAX;
+	void *p;
+
+	if (atomic_load(&tb_fd_cap) > 0)
+		return 0;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY &&
+	    rl.rlim_max < cap)
+		cap = rl.rlim_max < 1024 ? 1024 : (size_t)rl.rlim_max;
+	p = mmap(NULL, cap * sizeof(*tb_fdtab), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	tb_fdtab = p;
+	atomic_store(&tb_fd_cap, (int)cap);
+	return 0;
+}
+
+bool tb_fd_set(int fd, struct tb_sock *s)
+{
+	int hi;
+
+	if (fd < 0 || fd >= atomic_load_explicit(&tb_fd_cap, memory_order_relaxed))
+		return false;
+	atomic_store_explicit(&tb_fdtab[fd], s, memory_order_release);
+	hi = atomic_load_explicit(&tb_fd_hiwater, memory_order_relaxed);
+	while (s != NULL && fd > hi &&
+	       !atomic_compare_exchange_weak(&tb_fd_hiwater, &hi, fd))
+		;
+	return true;
+}
+
+struct tb_sock *tb_fd_take(int fd)
+{
+	if (fd < 0 || fd >= atomic_load_explicit(&tb_fd_cap, memory_order_relaxed))
+		return NULL;
+	if (atomic_load_explicit(&tb_fdtab[fd], memory_order_relaxed) == NULL)
+		return NULL;
+	return atomic_exchange(&tb_fdtab[fd], NULL);
+}
+
+void tb_fd_mark_internal(int fd)
+{
+	for (int i = 0; i < INTERNAL_MAX; i++) {
+		int expect = -1;
+
+		if (atomic_compare_exchange_strong(&internal_fds[i], &expect, fd))
+			return;
+	}
+}
+
+void tb_fd_unmark_internal(int fd)
+{
+	for (int i = 0; i < INTERNAL_MAX; i++) {
+		int expect = fd;
+
+		atomic_compare_exchange_strong(&internal_fds[i], &expect, -1);
+	}
+}
+
+bool tb_fd_is_internal(int fd)
+{
+	for (int i = 0; i < INTERNAL_MAX; i++)
+		if (atomic_load_explicit(&internal_fds[i], memory_order_relaxed) == fd)
+			return fd >= 0;
+	return false;
+}

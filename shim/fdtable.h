@@ -1,0 +1,39 @@
+/* fdtable.h - fd number -> governed socket, one atomic pointer per fd.
+ * An untracked fd costs one bounds check and one load; the table is backed lazily by mmap. */
+#ifndef TB_FDTABLE_H
+#define TB_FDTABLE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct tb_sock;
+
+extern _Atomic(struct tb_sock *) *tb_fdtab;
+extern atomic_int tb_fd_cap;     /* 0 until tb_fdtable_init: nothing is tracked */
+extern atomic_int tb_fd_hiwater; /* highest fd ever tracked, -1 when none */
+
+/* Sizes the table from RLIMIT_NOFILE (capped) and maps it. Idempotent. Returns 0 or -1. */
+int tb_fdtable_init(void);
+
+/* The socket fd refers to, or NULL. The acquire pairs with tb_fd_set's release so the
+ * caller sees the socket fully initialised. */
+static inline struct tb_sock *tb_fd_sock(int fd)
+{
+	if ((unsigned)fd >= (unsigned)atomic_load_explicit(&tb_fd_cap, memory_order_relaxed))
+		return NULL;
+	return atomic_load_explicit(&tb_fdtab[fd], memory_order_acquire);
+}
+
+/* Points fd at s (NULL untracks). Returns false when fd is outside the table. */
+bool tb_fd_set(int fd, struct tb_sock *s);
+
+/* Untracks fd and returns what it referred to (one caller wins a race to close). */
+struct tb_sock *tb_fd_take(int fd);
+
+/* Internal fds (the log file): the program's close/dup2 must not take them from us. */
+void tb_fd_mark_internal(int fd);
+void tb_fd_unmark_internal(int fd);
+bool tb_fd_is_internal(int fd);
+
+#endif

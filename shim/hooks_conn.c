@@ -1,0 +1,197 @@
+/* hooks_conn.c - connect (where a socket becomes governed), socket/accept (which only clear
+ * a stale slot), and getsockopt(SO_ERROR) (where a non-blocking connect learns its fate). */
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "budget.h"
+#include "clock.h"
+#include "fdtable.h"
+#include "hooks.h"
+#include "init.h"
+#include "log.h"
+#include "real.h"
+#include "sock.h"
+#include "xfer.h"
+
+/* A slot still set for a new fd means its previous socket was closed where we could not
+ * see it (glibc-internal close in fclose, a raw syscall): forget it before reuse. */
+static void forget_stale(int fd)
+{
+	struct tb_sock *s = tb_fd_take(fd);
+
+	if (s != NULL)
+		tb_sock_unref(s);
+}
+
+/*
+ * Decides whether fd, about to connect to sa, is governed: a SOCK_STREAM socket to an
+ * AF_INET/AF_INET6 address, with some limit configured. Fills *d, *ino and *nonblock.
+ */
+static bool governable(int fd, const struct sockaddr *sa, socklen_t len, struct tb_dest *d,
+		       uint64_t *ino, bool *nonblock)
+{
+	int type = 0, fl;
+	socklen_t tl = sizeof(type);
+	struct stat st;
+
+	if (!atomic_load_explicit(&tb_governing, memory_order_relaxed))
+		return false;
+	if (tb_dest_from_sockaddr(d, sa, len) < 0)
+		return false;
+	if (tb_real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_STREAM)
+		return false;
+	if (fstat(fd, &st) < 0)
+		return false;
+	fl = tb_real.fcntl(fd, F_GETFL);
+	if (fl < 0)
+		return false;
+	*ino = (uint64_t)st.st_ino;
+	*nonblock = (fl & O_NONBLOCK) != 0;
+	return true;
+}
+
+/*
+ * The real connect on a governed socket, marked as a wait when it blocks so the watchdog can
+ * cut the handshake. `saved` is the caller's errno, given back on success.
+ */
+static int connect_marked(struct tb_sock *s, int fd, const struct sockaddr *sa, socklen_t len,
+			  int saved)
+{
+	bool blocking = !atomic_load_explicit(&s->nonblock, memory_order_relaxed);
+	int64_t now, unused;
+	struct tb_expiry e;
+	int r, err;
+
+	if (TB_ST(tb_sock_word(s)) == TB_ST_EXPIRED)
+		return tb_xfer_timed_out(s);
+	if (blocking) {
+		now = tb_now();
+		e = tb_sock_wait_begin(s, TB_WR, fd, now);
+		if (e.at <= now) {
+			tb_sock_wait_end(s, TB_WR, now, false);
+			tb_sock_expire(s, TB_ST_GEN(tb_sock_word(s)), TB_WR, e.phase, fd, true,
+				       now, &unused);
+			return tb_xfer_timed_out(s);
+		}
+	}
+	errno = saved;
+	r = tb_real.connect(fd, sa, len);
+	err = errno;
+	if (blocking)
+		tb_sock_wait_end(s, TB_WR, tb_now(), false);
+	if (TB_ST(tb_sock_word(s)) == TB_ST_EXPIRED)
+		return tb_xfer_timed_out(s);
+	if (r == 0 || err == EISCONN) {
+		tb_sock_set_open(s);
+	} else if (err != EINPROGRESS && err != EALREADY && err != EINTR) {
+		tb_budget_on_failure(tb_budget_here(), atomic_load(&s->set));
+	}
+	errno = r == 0 ? saved : err;
+	return r;
+}
+
+static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	struct tb_dest d;
+	uint64_t ino;
+	bool nonblock;
+	struct tb_sock *s;
+	struct tb_budget *b;
+	int64_t now, start, deadline;
+	int step, saved = errno;
+
+	if (!governable(fd, sa, len, &d, &ino, &nonblock)) {
+		errno = saved;
+		return tb_real.connect(fd, sa, len);
+	}
+	now = tb_now();
+	b = tb_budget_here();
+	step = tb_budget_step(b, &tb_cfg, &d, now, &start, &deadline);
+	if (step != TB_STEP_GO) {
+		if (step == TB_STEP_RETRY_WINDOW)
+			tb_log_reject(TB_PHASE_DEADLINE, &d, fd, "retry_window");
+		else
+			tb_log_timeout(TB_PHASE_DEADLINE, &d, fd, now - start, deadline - start);
+		errno = tb_cfg.on_timeout == TB_ON_TIMEOUT_EAGAIN ? EAGAIN : ETIMEDOUT;
+		return -1;
+	}
+	s = tb_sock_new(fd, &tb_cfg, &d, ino, nonblock, now);
+	if (s == NULL || !tb_fd_set(fd, s)) {
+		if (s != NULL)
+			tb_sock_unref(s);
+		errno = saved;
+		return tb_real.connect(fd, sa, len); /* out of memory: ungoverned, not broken */
+	}
+	tb_sock_set_call(s, start, deadline);
+	return connect_marked(s, fd, sa, len, saved);
+}
+
+TB_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	struct tb_sock *s;
+
+	tb_init();
+	s = tb_fd_sock(fd);
+	if (s != NULL) {
+		uint32_t st = TB_ST(tb_sock_word(s));
+
+		if (st == TB_ST_CONNECTING || st == TB_ST_EXPIRED)
+			return connect_marked(s, fd, sa, len, errno);
+		forget_stale(fd); /* an OPEN socket connecting again was closed unseen */
+	}
+	return connect_governed(fd, sa, len);
+}
+
+TB_EXPORT int socket(int domain, int type, int protocol)
+{
+	int fd = tb_real.socket(domain, type, protocol);
+
+	if (fd >= 0 && TB_UNLIKELY(tb_fd_sock(fd) != NULL))
+		forget_stale(fd);
+	return fd;
+}
+
+TB_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *alen)
+{
+	int nfd = tb_real.accept(fd, addr, alen);
+
+	if (nfd >= 0 && TB_UNLIKELY(tb_fd_sock(nfd) != NULL))
+		forget_stale(nfd);
+	return nfd;
+}
+
+TB_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
+{
+	int nfd = tb_real.accept4(fd, addr, alen, flags);
+
+	if (nfd >= 0 && TB_UNLIKELY(tb_fd_sock(nfd) != NULL))
+		forget_stale(nfd);
+	return nfd;
+}
+
+TB_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	struct tb_sock *s = tb_fd_sock(fd);
+	int r, saved;
+
+	if (TB_LIKELY(s == NULL) || level != SOL_SOCKET || name != SO_ERROR)
+		return tb_real.getsockopt(fd, level, name, val, len);
+	saved = errno;
+	if (TB_ST(tb_sock_word(s)) == TB_ST_EXPIRED && val != NULL && len != NULL &&
+	    *len >= (socklen_t)sizeof(int)) {
+		/* The program asks why its connect or transfer failed: because it timed out.
+		 * Reporting it here also tells the thread's budget (once). */
+		tb_xfer_timed_out(s);
+		*(int *)val = ETIMEDOUT;
+		*len = sizeof(int);
+		errno = saved;
+		return 0;
+	}
+	r = tb_real.getsockopt(fd, level, name, val, len);
+	if (r == 0 && val != NULL && *(int *)val != 0 &&
+	    TB_ST(tb_sock_word(s)) == TB_ST_CONNECTING)
+		tb_budget_on_failure(tb_budget_here(), atomic_load(&s->set));
+	return r;
+}

@@ -1,0 +1,209 @@
+/* hooks_fd.c - fd lifetime: close, close_range, dup*, fcntl (F_DUPFD*, F_SETFL), ioctl
+ * (FIONBIO) and fclose. Keeps the fd table exact so a slot never outlives its socket, and
+ * keeps the program from closing timebox's own fds. */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "fdtable.h"
+#include "hooks.h"
+#include "init.h"
+#include "log.h"
+#include "real.h"
+#include "sock.h"
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+/* fd is going away (close, or dup2 over it): untrack it and drop its reference. */
+static void release(int fd)
+{
+	struct tb_sock *s = tb_fd_take(fd);
+
+	if (s == NULL)
+		return;
+	tb_budget_on_close(tb_budget_here(), atomic_load(&s->set));
+	tb_sock_unref(s);
+}
+
+/* newfd now refers to what oldfd refers to. */
+static void duplicate(int oldfd, int newfd)
+{
+	struct tb_sock *s = tb_fd_sock(oldfd);
+
+	if (s == NULL || newfd < 0)
+		return;
+	tb_sock_ref(s);
+	if (!tb_fd_set(newfd, s))
+		tb_sock_unref(s);
+}
+
+/* The program is about to dup2/dup3 over one of our fds: move ours out of the way first. */
+static void evacuate(int fd)
+{
+	int moved;
+
+	if (!tb_fd_is_internal(fd))
+		return;
+	moved = tb_real.fcntl(fd, F_DUPFD_CLOEXEC, 512);
+	if (moved >= 0)
+		tb_log_fd_moved(fd, moved);
+}
+
+TB_EXPORT int close(int fd)
+{
+	if (TB_LIKELY(tb_fd_sock(fd) == NULL)) {
+		if (TB_UNLIKELY(tb_fd_is_internal(fd)))
+			return 0; /* ours: the program never opened it, pretend it is gone */
+		return tb_real.close(fd);
+	}
+	release(fd);
+	return tb_real.close(fd);
+}
+
+/* close_range over [lo, hi], skipping our internal fds. */
+static int close_span(unsigned lo, unsigned hi, int flags)
+{
+	int hw = atomic_load(&tb_fd_hiwater);
+
+	for (unsigned fd = lo; hw >= 0 && fd <= hi && fd <= (unsigned)hw; fd++)
+		release((int)fd);
+	return tb_real.close_range(lo, hi, flags);
+}
+
+TB_EXPORT int close_range(unsigned first, unsigned last, int flags)
+{
+	unsigned lo = first;
+	int rc = 0;
+
+	if (flags & CLOSE_RANGE_CLOEXEC)
+		return tb_real.close_range(first, last, flags); /* nothing closes before exec */
+	if (first > last)
+		return tb_real.close_range(first, last, flags);
+	for (unsigned fd = first; fd <= last && fd < (1u << 20); fd++) {
+		if (!tb_fd_is_internal((int)fd))
+			continue;
+		if (fd > lo && close_span(lo, fd - 1, flags) < 0)
+			rc = -1;
+		lo = fd + 1;
+		if (fd == last)
+			return rc;
+	}
+	if (lo <= last && close_span(lo, last, flags) < 0)
+		rc = -1;
+	return rc;
+}
+
+TB_EXPORT int dup(int fd)
+{
+	int nfd = tb_real.dup(fd);
+
+	if (nfd >= 0 && TB_UNLIKELY(tb_fd_sock(fd) != NULL))
+		duplicate(fd, nfd);
+	return nfd;
+}
+
+TB_EXPORT int dup2(int oldfd, int newfd)
+{
+	int r;
+
+	if (oldfd == newfd)
+		return tb_real.dup2(oldfd, newfd);
+	evacuate(newfd);
+	r = tb_real.dup2(oldfd, newfd);
+	if (r >= 0) {
+		release(newfd);
+		duplicate(oldfd, newfd);
+	}
+	return r;
+}
+
+TB_EXPORT int dup3(int oldfd, int newfd, int flags)
+{
+	int r;
+
+	if (oldfd == newfd)
+		return tb_real.dup3(oldfd, newfd, flags);
+	evacuate(newfd);
+	r = tb_real.dup3(oldfd, newfd, flags);
+	if (r >= 0) {
+		release(newfd);
+		duplicate(oldfd, newfd);
+	}
+	return r;
+}
+
+/* After a successful fcntl on a governed fd: duplicates and O_NONBLOCK changes. */
+static void fcntl_after(int fd, int cmd, void *arg, int r)
+{
+	struct tb_sock *s = tb_fd_sock(fd);
+
+	if (s == NULL || r < 0)
+		return;
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+		duplicate(fd, r);
+	else if (cmd == F_SETFL)
+		atomic_store(&s->nonblock, ((long)arg & O_NONBLOCK) != 0);
+}
+
+/* fcntl's optional third argument is forwarded as a pointer-sized value (see real.c). */
+TB_EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+	int r;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	r = tb_real.fcntl(fd, cmd, arg);
+	if (TB_UNLIKELY(tb_fd_sock(fd) != NULL))
+		fcntl_after(fd, cmd, arg, r);
+	return r;
+}
+
+TB_EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+	int r;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	r = tb_real.fcntl64(fd, cmd, arg);
+	if (TB_UNLIKELY(tb_fd_sock(fd) != NULL))
+		fcntl_after(fd, cmd, arg, r);
+	return r;
+}
+
+/* Python sets O_NONBLOCK with ioctl(FIONBIO), not fcntl. */
+TB_EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	void *arg;
+	int r;
+	struct tb_sock *s;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	r = tb_real.ioctl(fd, req, arg);
+	s = tb_fd_sock(fd);
+	if (TB_UNLIKELY(s != NULL) && r == 0 && req == FIONBIO && arg != NULL)
+		atomic_store(&s->nonblock, *(const int *)arg != 0);
+	return r;
+}
+
+/* glibc's fclose closes the fd internally, out of our sight: untrack it first. */
+TB_EXPORT int fclose(FILE *f)
+{
+	int fd = f != NULL ? fileno(f) : -1;
+
+	if (fd >= 0 && TB_UNLIKELY(tb_fd_sock(fd) != NULL))
+		release(fd);
+	return tb_real.fclose(f);
+}

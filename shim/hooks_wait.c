@@ -1,0 +1,230 @@
+/* hooks_wait.c - poll, ppoll, select, pselect (and FORTIFY's __poll_chk/__ppoll_chk).
+ * A governed socket in the set is marked as waited on for the duration of the call, so the
+ * watchdog can cut it; the program's own timeout is left exactly as it asked. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/select.h>
+
+#include "clock.h"
+#include "fdtable.h"
+#include "hooks.h"
+#include "real.h"
+#include "sock.h"
+
+extern void __chk_fail(void) __attribute__((noreturn));
+int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, size_t fdslen);
+int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *ts,
+		const sigset_t *ss, size_t fdslen);
+
+/* Governed sockets marked per call, at most. Beyond this many in one set the rest are left
+ * unmarked (they are still cut if another thread waits on them): no allocation here. */
+#define WAITSET_MAX 64
+
+struct waitset {
+	int n;
+	struct {
+		struct tb_sock *s;
+		int fd;
+		int index; /* in the pollfd array; -1 for select */
+		bool rd, wr;
+	} e[WAITSET_MAX];
+};
+
+/* Marks the waits for one governed fd. A wait that is already due is settled here: a read
+ * side with data queued is left unmarked (the call returns at once anyway); otherwise the
+ * socket is expired now, and its shutdown makes the real call return at once. */
+static void mark(struct waitset *ws, struct tb_sock *s, int fd, int index, bool rd, bool wr,
+		 int64_t now)
+{
+	uint32_t w = tb_sock_word(s);
+	int64_t unused;
+	int k;
+
+	if (TB_ST(w) != TB_ST_OPEN && TB_ST(w) != TB_ST_CONNECTING)
+		return;
+	if (TB_ST(w) == TB_ST_CONNECTING) {
+		rd = false;
+		wr = true; /* the handshake: one wait, on the connect phase */
+	}
+	if ((!rd && !wr) || ws->n == WAITSET_MAX)
+		return;
+	k = ws->n++;
+	ws->e[k].s = s;
+	ws->e[k].fd = fd;
+	ws->e[k].index = index;
+	ws->e[k].rd = false;
+	ws->e[k].wr = false;
+	for (int side = TB_RD; side <= TB_WR; side++) {
+		struct tb_expiry e;
+
+		if (!(side == TB_RD ? rd : wr))
+			continue;
+		e = tb_sock_wait_begin(s, (enum tb_side)side, fd, now);
+		if (e.at > now) {
+			if (side == TB_RD)
+				ws->e[k].rd = true;
+			else
+				ws->e[k].wr = true;
+			continue;
+		}
+		tb_sock_wait_end(s, (enum tb_side)side, now, false);
+		if (side == TB_RD && tb_sock_rd_ready(fd))
+			continue;
+		tb_sock_expire(s, TB_ST_GEN(w), (enum tb_side)side, e.phase, fd, true, now,
+			       &unused);
+	}
+}
+
+static void unmark(struct waitset *ws, const struct pollfd *fds, int64_t now)
+{
+	for (int k = 0; k < ws->n; k++) {
+		struct tb_sock *s = ws->e[k].s;
+
+		if (ws->e[k].rd)
+			tb_sock_wait_end(s, TB_RD, now, false);
+		if (ws->e[k].wr)
+			tb_sock_wait_end(s, TB_WR, now, false);
+		if (fds != NULL && ws->e[k].index >= 0) {
+			short re = fds[ws->e[k].index].revents;
+
+			if ((re & POLLOUT) && !(re & (POLLERR | POLLHUP)))
+				tb_sock_set_open(s);
+		}
+	}
+}
+
+static int poll_common(struct pollfd *fds, nfds_t nfds, const struct timespec *ts,
+		       const sigset_t *ss, int timeout_ms, bool is_ppoll)
+{
+	struct waitset ws;
+	int64_t now = 0;
+	bool waits = is_ppoll ? (ts == NULL || ts->tv_sec != 0 || ts->tv_nsec != 0)
+			      : timeout_ms != 0;
+	int r, err, saved = errno;
+
+	ws.n = 0;
+	if (waits && atomic_load_explicit(&tb_fd_hiwater, memory_order_relaxed) >= 0) {
+		for (nfds_t i = 0; i < nfds; i++) {
+			struct tb_sock *s = tb_fd_sock(fds[i].fd);
+
+			if (s == NULL)
+				continue;
+			if (now == 0)
+				now = tb_now();
+			mark(&ws, s, fds[i].fd, (int)i, fds[i].events & (POLLIN | POLLPRI | POLLRDHUP),
+			     fds[i].events & POLLOUT, now);
+		}
+	}
+	if (ws.n == 0) {
+		if (is_ppoll)
+			return tb_real.ppoll(fds, nfds, ts, ss);
+		return tb_real.poll(fds, nfds, timeout_ms);
+	}
+	errno = saved;
+	r = is_ppoll ? tb_real.ppoll(fds, nfds, ts, ss) : tb_real.poll(fds, nfds, timeout_ms);
+	err = r < 0 ? errno : saved;
+	unmark(&ws, r > 0 ? fds : NULL, tb_now());
+	errno = err;
+	return r;
+}
+
+TB_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
+{
+	return poll_common(fds, nfds, NULL, NULL, timeout, false);
+}
+
+TB_EXPORT int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < nfds)
+		__chk_fail();
+	return poll(fds, nfds, timeout);
+}
+
+TB_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *ts,
+		    const sigset_t *ss)
+{
+	return poll_common(fds, nfds, ts, ss, 0, true);
+}
+
+TB_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *ts,
+			  const sigset_t *ss, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < nfds)
+		__chk_fail();
+	return ppoll(fds, nfds, ts, ss);
+}
+
+/* select's sets: mark governed fds present in the read or write set. */
+static void mark_sets(struct waitset *ws, int nfds, fd_set *rd, fd_set *wr)
+{
+	int hi = atomic_load_explicit(&tb_fd_hiwater, memory_order_relaxed);
+	int64_t now = 0;
+
+	if (nfds > FD_SETSIZE)
+		nfds = FD_SETSIZE;
+	if (hi + 1 < nfds)
+		nfds = hi + 1;
+	for (int fd = 0; fd < nfds; fd++) {
+		bool r = rd != NULL && FD_ISSET(fd, rd);
+		bool w = wr != NULL && FD_ISSET(fd, wr);
+		struct tb_sock *s;
+
+		if (!r && !w)
+			continue;
+		s = tb_fd_sock(fd);
+		if (s == NULL)
+			continue;
+		if (now == 0)
+			now = tb_now();
+		mark(ws, s, fd, -1, r, w, now);
+	}
+}
+
+static void unmark_sets(struct waitset *ws, int r, fd_set *wr)
+{
+	unmark(ws, NULL, tb_now());
+	if (r <= 0 || wr == NULL)
+		return;
+	for (int k = 0; k < ws->n; k++)
+		if (ws->e[k].fd < FD_SETSIZE && FD_ISSET(ws->e[k].fd, wr))
+			tb_sock_set_open(ws->e[k].s);
+}
+
+TB_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
+{
+	struct waitset ws;
+	int r, err, saved = errno;
+
+	ws.n = 0;
+	if (tv == NULL || tv->tv_sec != 0 || tv->tv_usec != 0)
+		mark_sets(&ws, nfds, rd, wr);
+	if (ws.n == 0)
+		return tb_real.select(nfds, rd, wr, ex, tv);
+	errno = saved;
+	r = tb_real.select(nfds, rd, wr, ex, tv);
+	err = r < 0 ? errno : saved;
+	unmark_sets(&ws, r, wr);
+	errno = err;
+	return r;
+}
+
+TB_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts,
+		      const sigset_t *ss)
+{
+	struct waitset ws;
+	int r, err, saved = errno;
+
+	ws.n = 0;
+	if (ts == NULL || ts->tv_sec != 0 || ts->tv_nsec != 0)
+		mark_sets(&ws, nfds, rd, wr);
+	if (ws.n == 0)
+		return tb_real.pselect(nfds, rd, wr, ex, ts, ss);
+	errno = saved;
+	r = tb_real.pselect(nfds, rd, wr, ex, ts, ss);
+	err = r < 0 ? errno : saved;
+	unmark_sets(&ws, r, wr);
+	errno = err;
+	return r;
+}

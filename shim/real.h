@@ -1,0 +1,56 @@
+/* real.h - the table of libc functions that the hooks forward to, bound once with
+ * dlsym(RTLD_NEXT). Until bound, each entry points at a boot stub that binds then forwards. */
+#ifndef TB_REAL_H
+#define TB_REAL_H
+
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct tb_real {
+	ssize_t (*read)(int, void *, size_t);
+	ssize_t (*write)(int, const void *, size_t);
+	ssize_t (*readv)(int, const struct iovec *, int);
+	ssize_t (*writev)(int, const struct iovec *, int);
+	ssize_t (*recv)(int, void *, size_t, int);
+	ssize_t (*send)(int, const void *, size_t, int);
+	ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *, socklen_t *);
+	ssize_t (*sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
+	ssize_t (*recvmsg)(int, struct msghdr *, int);
+	ssize_t (*sendmsg)(int, const struct msghdr *, int);
+	int (*poll)(struct pollfd *, nfds_t, int);
+	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
+	int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
+	int (*pselect)(int, fd_set *, fd_set *, fd_set *, const struct timespec *,
+		       const sigset_t *);
+	int (*connect)(int, const struct sockaddr *, socklen_t);
+	int (*socket)(int, int, int);
+	int (*accept)(int, struct sockaddr *, socklen_t *);
+	int (*accept4)(int, struct sockaddr *, socklen_t *, int);
+	int (*getsockopt)(int, int, int, void *, socklen_t *);
+	int (*close)(int);
+	int (*close_range)(unsigned, unsigned, int);
+	int (*dup)(int);
+	int (*dup2)(int, int);
+	int (*dup3)(int, int, int);
+	int (*fcntl)(int, int, ...);
+	int (*fcntl64)(int, int, ...);
+	int (*ioctl)(int, unsigned long, ...);
+	int (*fclose)(FILE *);
+};
+
+extern struct tb_real tb_real;
+
+/*
+ * Binds every entry (idempotent, thread-safe). Returns 0, or -1 when called recursively
+ * from inside the binding itself (dlsym may allocate, and an allocator may do I/O): the
+ * caller then uses the raw system call. Aborts when a name resolves to timebox itself
+ * (the library was loaded twice), since forwarding would recurse forever.
+ */
+int tb_real_bind(void);
+
+#endif

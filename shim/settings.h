@@ -1,0 +1,67 @@
+/* settings.h - the limits and options that govern one destination.
+ * Plain data shared by the env parser, the launcher and the runtime; no behaviour here. */
+#ifndef TB_SETTINGS_H
+#define TB_SETTINGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define TB_NS_PER_MS INT64_C(1000000)
+#define TB_NS_PER_S INT64_C(1000000000)
+#define TB_NEVER INT64_MAX /* an expiry that never comes */
+
+/* Phases, in the order of a call (DESIGN §3). The names are the log's `phase=` values. */
+enum tb_phase {
+	TB_PHASE_GATE,
+	TB_PHASE_CONNECT,
+	TB_PHASE_WRITE,
+	TB_PHASE_FIRST_BYTE,
+	TB_PHASE_READ,
+	TB_PHASE_DEADLINE,
+	TB_PHASE_COUNT
+};
+
+enum tb_scope { TB_SCOPE_CALL, TB_SCOPE_PROCESS };
+enum tb_on_timeout { TB_ON_TIMEOUT_ETIMEDOUT, TB_ON_TIMEOUT_EAGAIN };
+enum tb_log_target { TB_LOG_STDERR, TB_LOG_SYSLOG, TB_LOG_OFF, TB_LOG_FILE };
+
+#define TB_LOG_PATH_MAX 256
+
+/*
+ * Every duration is in nanoseconds; 0 means "no limit". retry_window_ns < 0 means
+ * "not set": it then defaults to the deadline's length (tb_settings_retry_window).
+ * first_byte_ns < 0 means "not set": it then defaults to read_ns (tb_settings_finish).
+ */
+struct tb_settings {
+	int64_t connect_ns;
+	int64_t write_ns;
+	int64_t first_byte_ns;
+	int64_t read_ns;
+	int64_t deadline_ns;
+	int64_t retry_window_ns;
+	enum tb_scope scope;
+	enum tb_on_timeout on_timeout;
+	enum tb_log_target log_target;
+	char log_path[TB_LOG_PATH_MAX];
+	bool strict;
+};
+
+/* Built-in defaults: nothing limited, log to stderr, scope=call. */
+void tb_settings_init(struct tb_settings *s);
+
+/* Resolves the "not set" markers (first_byte falls back to read). Call once after parsing. */
+void tb_settings_finish(struct tb_settings *s);
+
+/* True when at least one phase limit or the deadline is set: otherwise nothing is governed. */
+bool tb_settings_any_limit(const struct tb_settings *s);
+
+/* The retry window in ns: the configured one, or the deadline's length when unset. */
+int64_t tb_settings_retry_window(const struct tb_settings *s);
+
+/* The limit of one phase in ns (0 = off); TB_PHASE_DEADLINE gives deadline_ns. */
+int64_t tb_settings_phase_limit(const struct tb_settings *s, enum tb_phase phase);
+
+/* "gate", "connect", ... as written in logs and docs. */
+const char *tb_phase_name(enum tb_phase phase);
+
+#endif

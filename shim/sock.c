@@ -1,0 +1,405 @@
+/* sock.c - governed socket state: the pool, the waits, and the act of expiring.
+ * Everything here is lock-free and allocation-free except pool growth (in connect). */
+#include "sock.h"
+
+#include <errno.h>
+#include <linux/sockios.h>
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "fdtable.h"
+#include "log.h"
+#include "real.h"
+#include "watchdog.h"
+
+#define CHUNK 128
+#define MAX_CHUNKS 8192 /* 1M sockets */
+
+atomic_ulong tb_expiries[TB_PHASE_COUNT];
+
+static struct tb_sock *chunks[MAX_CHUNKS];
+static atomic_uint nchunks;
+static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Free list: a Treiber stack of (index + 1) in the low half, an ABA tag in the high half. */
+static _Atomic uint64_t free_head;
+
+static struct tb_sock *at_index(uint32_t i)
+{
+	return &chunks[i / CHUNK][i % CHUNK];
+}
+
+static void push_free(struct tb_sock *s)
+{
+	uint64_t old = atomic_load(&free_head), nw;
+
+	do {
+		atomic_store_explicit(&s->free_next, (uint32_t)old, memory_order_relaxed);
+		nw = ((old >> 32) + 1) << 32 | (s->index + 1);
+	} while (!atomic_compare_exchange_weak(&free_head, &old, nw));
+}
+
+static struct tb_sock *pop_free(void)
+{
+	uint64_t old = atomic_load(&free_head), nw;
+	struct tb_sock *s;
+
+	do {
+		if ((uint32_t)old == 0)
+			return NULL;
+		s = at_index((uint32_t)old - 1);
+		nw = ((old >> 32) + 1) << 32 |
+		     atomic_load_explicit(&s->free_next, memory_order_relaxed);
+	} while (!atomic_compare_exchange_weak(&free_head, &old, nw));
+	return s;
+}
+
+static int grow(void)
+{
+	unsigned n;
+	struct tb_sock *c;
+	int rc = -1;
+
+	pthread_mutex_lock(&grow_lock);
+	if ((uint32_t)atomic_load(&free_head) != 0) {
+		rc = 0; /* another thread grew it meanwhile */
+		goto out;
+	}
+	n = atomic_load(&nchunks);
+	if (n >= MAX_CHUNKS)
+		goto out;
+	c = mmap(NULL, CHUNK * sizeof(*c), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		 -1, 0);
+	if (c == MAP_FAILED)
+		goto out;
+	chunks[n] = c;
+	atomic_store(&nchunks, n + 1);
+	for (int i = CHUNK - 1; i >= 0; i--) {
+		c[i].index = n * CHUNK + (uint32_t)i;
+		atomic_init(&c[i].fd, -1);
+		push_free(&c[i]);
+	}
+	rc = 0;
+out:
+	pthread_mutex_unlock(&grow_lock);
+	return rc;
+}
+
+static void side_reset(struct tb_side_state *sd)
+{
+	atomic_store_explicit(&sd->waiters, 0, memory_order_relaxed);
+	atomic_store_explicit(&sd->idle_ns, 0, memory_order_relaxed);
+	atomic_store_explicit(&sd->wait_begin, 0, memory_order_relaxed);
+	atomic_store_explicit(&sd->expiry, TB_NEVER, memory_order_relaxed);
+}
+
+static int64_t min_positive(int64_t a, int64_t b)
+{
+	if (a <= 0)
+		return b;
+	if (b <= 0)
+		return a;
+	return a < b ? a : b;
+}
+
+struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct tb_dest *d,
+			    uint64_t ino, bool nonblock, int64_t now)
+{
+	struct tb_sock *s;
+	uint32_t gen;
+	int64_t linger;
+
+	while ((s = pop_free()) == NULL)
+		if (grow() < 0)
+			return NULL;
+	gen = TB_ST_GEN(atomic_load(&s->state)) + 1;
+	atomic_store_explicit(&s->refs, 1, memory_order_relaxed);
+	atomic_store_explicit(&s->fd, fd, memory_order_relaxed);
+	atomic_store_explicit(&s->nonblock, nonblock, memory_order_relaxed);
+	atomic_store_explicit(&s->got_bytes, false, memory_order_relaxed);
+	atomic_store_explicit(&s->delivered, false, memory_order_relaxed);
+	atomic_store_explicit(&s->ino, ino, memory_order_relaxed);
+	atomic_store_explicit(&s->set, set, memory_order_relaxed);
+	s->dest = *d;
+	atomic_store_explicit(&s->connect_start, now, memory_order_relaxed);
+	atomic_store_explicit(&s->call_start, now, memory_order_relaxed);
+	atomic_store_explicit(&s->call_deadline, TB_NEVER, memory_order_relaxed);
+	linger = min_positive(set->read_ns, set->first_byte_ns);
+	linger = min_positive(linger, set->write_ns);
+	linger = min_positive(linger, set->connect_ns);
+	linger = min_positive(linger, set->deadline_ns);
+	s->linger_ns = linger > 0 ? linger : TB_NS_PER_S;
+	side_reset(&s->side[TB_RD]);
+	side_reset(&s->side[TB_WR]);
+	atomic_store_explicit(&s->wr_outq, -1, memory_order_relaxed);
+	atomic_store(&s->state, gen << 8 | TB_ST_CONNECTING);
+	return s;
+}
+
+void tb_sock_ref(struct tb_sock *s)
+{
+	atomic_fetch_add(&s->refs, 1);
+}
+
+void tb_sock_unref(struct tb_sock *s)
+{
+	uint32_t w;
+
+	/* The watchdog may be between its identity check and shutdown() on this fd: the fd
+	 * number must not be released (and reused) until it is done. Microseconds at most. */
+	while (atomic_load(&s->busy))
+		sched_yield();
+	if (atomic_fetch_sub(&s->refs, 1) != 1)
+		return;
+	w = atomic_load(&s->state);
+	atomic_store(&s->state, (w & ~0xffu) | TB_ST_FREE);
+	side_reset(&s->side[TB_RD]);
+	side_reset(&s->side[TB_WR]);
+	push_free(s);
+}
+
+void tb_sock_set_open(struct tb_sock *s)
+{
+	uint32_t w = atomic_load(&s->state);
+
+	if (TB_ST(w) == TB_ST_CONNECTING)
+		atomic_compare_exchange_strong(&s->state, &w, (w & ~0xfu) | TB_ST_OPEN);
+}
+
+void tb_sock_set_call(struct tb_sock *s, int64_t start, int64_t deadline)
+{
+	atomic_store_explicit(&s->call_start, start, memory_order_relaxed);
+	atomic_store_explicit(&s->call_deadline, deadline, memory_order_relaxed);
+}
+
+static struct tb_idle load_idle(struct tb_side_state *sd)
+{
+	struct tb_idle c = {
+		atomic_load_explicit(&sd->idle_ns, memory_order_relaxed),
+		atomic_load_explicit(&sd->wait_begin, memory_order_relaxed),
+	};
+	return c;
+}
+
+struct tb_expiry tb_sock_expiry(struct tb_sock *s, enum tb_side side)
+{
+	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
+	int64_t deadline = atomic_load_explicit(&s->call_deadline, memory_order_relaxed);
+	struct tb_idle c = load_idle(&s->side[side]);
+	enum tb_phase phase;
+	int64_t at;
+
+	if (TB_ST(tb_sock_word(s)) == TB_ST_CONNECTING) {
+		int64_t start = atomic_load_explicit(&s->connect_start, memory_order_relaxed);
+
+		phase = TB_PHASE_CONNECT;
+		at = set->connect_ns > 0 ? start + set->connect_ns : TB_NEVER;
+	} else {
+		if (side == TB_WR)
+			phase = TB_PHASE_WRITE;
+		else if (atomic_load_explicit(&s->got_bytes, memory_order_relaxed))
+			phase = TB_PHASE_READ;
+		else
+			phase = TB_PHASE_FIRST_BYTE;
+		at = tb_idle_expiry(&c, tb_settings_phase_limit(set, phase));
+	}
+	return tb_expiry_pick(phase, at, deadline);
+}
+
+struct tb_expiry tb_sock_wait_begin(struct tb_sock *s, enum tb_side side, int fd, int64_t now)
+{
+	struct tb_side_state *sd = &s->side[side];
+	struct tb_expiry e;
+
+	if (atomic_load_explicit(&sd->waiters, memory_order_relaxed) == 0)
+		atomic_store_explicit(&sd->wait_begin, now, memory_order_relaxed);
+	e = tb_sock_expiry(s, side);
+	atomic_store_explicit(&sd->expiry, e.at, memory_order_relaxed);
+	atomic_store_explicit(&s->fd, fd, memory_order_relaxed);
+	/* seq_cst: pairs with the watchdog clearing wd_filed_at then re-reading waiters. */
+	atomic_fetch_add(&sd->waiters, 1);
+	if (e.at > now && e.at != TB_NEVER)
+		tb_wd_arm(s, e.at);
+	return e;
+}
+
+void tb_sock_wait_end(struct tb_sock *s, enum tb_side side, int64_t now, bool progress)
+{
+	struct tb_side_state *sd = &s->side[side];
+
+	if (atomic_fetch_sub(&sd->waiters, 1) != 1)
+		return;
+	if (progress) {
+		atomic_store_explicit(&sd->idle_ns, 0, memory_order_relaxed);
+	} else {
+		struct tb_idle c = load_idle(sd);
+
+		tb_idle_wait_end(&c, now);
+		atomic_store_explicit(&sd->idle_ns, c.idle_ns, memory_order_relaxed);
+	}
+}
+
+void tb_sock_progress(struct tb_sock *s, enum tb_side side)
+{
+	if (side == TB_RD) {
+		atomic_store_explicit(&s->side[TB_RD].idle_ns, 0, memory_order_relaxed);
+		if (!atomic_load_explicit(&s->got_bytes, memory_order_relaxed))
+			atomic_store_explicit(&s->got_bytes, true, memory_order_relaxed);
+		return;
+	}
+	/* A request went out: the read side now waits for its first byte, counted from here. */
+	atomic_store_explicit(&s->side[TB_WR].idle_ns, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->side[TB_RD].idle_ns, 0, memory_order_relaxed);
+	if (atomic_load_explicit(&s->got_bytes, memory_order_relaxed))
+		atomic_store_explicit(&s->got_bytes, false, memory_order_relaxed);
+}
+
+bool tb_sock_rd_ready(int fd)
+{
+	int saved = errno;
+	char c;
+	ssize_t r = tb_real.recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	bool ready = r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+
+	errno = saved;
+	return ready;
+}
+
+/* What the log line reports: the silence (or time) that exceeded the limit. */
+static void measure(struct tb_sock *s, enum tb_side side, enum tb_phase phase, int64_t now,
+		    int64_t *elapsed, int64_t *limit)
+{
+	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
+
+	switch (phase) {
+	case TB_PHASE_CONNECT:
+		*elapsed = now - atomic_load_explicit(&s->connect_start, memory_order_relaxed);
+		break;
+	case TB_PHASE_DEADLINE:
+		*elapsed = now - atomic_load_explicit(&s->call_start, memory_order_relaxed);
+		*limit = atomic_load_explicit(&s->call_deadline, memory_order_relaxed) -
+			 atomic_load_explicit(&s->call_start, memory_order_relaxed);
+		return;
+	default: {
+		struct tb_idle c = load_idle(&s->side[side]);
+
+		*elapsed = tb_idle_silence(&c, true, now);
+		break;
+	}
+	}
+	*limit = tb_settings_phase_limit(set, phase);
+}
+
+/* Under `busy`: does s->fd still name this very socket? Guards against an fd number that
+ * was closed behind our back (fclose, a raw syscall) and reused for something else. */
+static bool fd_is_ours(struct tb_sock *s, uint32_t gen, int fd)
+{
+	struct stat st;
+
+	if (fd < 0 || tb_fd_sock(fd) != s || TB_ST_GEN(tb_sock_word(s)) != gen)
+		return false;
+	if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return false;
+	return (uint64_t)st.st_ino == atomic_load_explicit(&s->ino, memory_order_relaxed);
+}
+
+/* Write side, under `busy`: has the blocked send's unsent queue moved since the last look?
+ * With no earlier look in this wait, look again shortly: a send that is draining is not cut,
+ * one whose queue stands still over that short window is. */
+static bool write_progressing(struct tb_sock *s, int fd, int64_t now, int64_t *recheck)
+{
+	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
+	int64_t begin = atomic_load_explicit(&s->side[TB_WR].wait_begin, memory_order_relaxed);
+	int64_t seen_at = atomic_load_explicit(&s->wr_outq_at, memory_order_relaxed);
+	int64_t seen = atomic_load_explicit(&s->wr_outq, memory_order_relaxed);
+	int64_t short_look = set->write_ns / 10;
+	int q = 0;
+
+	if (tb_real.ioctl(fd, SIOCOUTQ, &q) < 0)
+		return false;
+	atomic_store_explicit(&s->wr_outq, q, memory_order_relaxed);
+	atomic_store_explicit(&s->wr_outq_at, now, memory_order_relaxed);
+	if (seen_at < begin || seen < 0) {
+		if (short_look > 50 * TB_NS_PER_MS)
+			short_look = 50 * TB_NS_PER_MS;
+		*recheck = now + (short_look > TB_NS_PER_MS ? short_look : TB_NS_PER_MS);
+		return true;
+	}
+	if (q != seen && q != 0) {
+		*recheck = now + set->write_ns;
+		return true;
+	}
+	return false;
+}
+
+bool tb_sock_mark_expired(struct tb_sock *s, uint32_t gen, enum tb_phase phase, int fd)
+{
+	uint32_t w = tb_sock_word(s);
+
+	if (TB_ST_GEN(w) != gen || TB_ST(w) == TB_ST_EXPIRED || TB_ST(w) == TB_ST_FREE)
+		return false;
+	if (!atomic_compare_exchange_strong(&s->state, &w,
+					    (w & ~0xffu) | (uint32_t)phase << 4 | TB_ST_EXPIRED))
+		return false;
+	/* SHUT_RDWR wakes every waiter: a blocked recv returns 0, poll reports POLLHUP, a
+	 * connect to a silent peer returns. The fd stays open until the program closes it,
+	 * and nothing the peer sends later can be read through it. */
+	shutdown(fd, SHUT_RDWR);
+	return true;
+}
+
+int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_phase phase,
+		   int fd, bool own_fd, int64_t now, int64_t *recheck)
+{
+	int saved = errno;
+	uint32_t w;
+	int64_t elapsed = 0, limit = 0;
+	int rc = -1;
+
+	if (!own_fd) {
+		atomic_store(&s->busy, 1);
+		/* Dekker with tb_fd_take + tb_sock_unref: either close sees busy and waits, or
+		 * we see the slot already cleared. */
+		atomic_thread_fence(memory_order_seq_cst);
+		fd = atomic_load(&s->fd);
+		if (!fd_is_ours(s, gen, fd))
+			goto out;
+	}
+	w = tb_sock_word(s);
+	if (TB_ST_GEN(w) != gen || TB_ST(w) == TB_ST_EXPIRED || TB_ST(w) == TB_ST_FREE)
+		goto out;
+	if (side == TB_RD && phase != TB_PHASE_CONNECT && tb_sock_rd_ready(fd)) {
+		*recheck = now + 10 * TB_NS_PER_MS; /* the waiter is about to wake */
+		rc = 0;
+		goto out;
+	}
+	if (side == TB_WR && phase == TB_PHASE_WRITE && !own_fd &&
+	    write_progressing(s, fd, now, recheck)) {
+		rc = 0;
+		goto out;
+	}
+	if (!tb_sock_mark_expired(s, gen, phase, fd))
+		goto out;
+	measure(s, side, phase, now, &elapsed, &limit);
+	atomic_fetch_add_explicit(&tb_expiries[phase], 1, memory_order_relaxed);
+	tb_log_timeout(phase, &s->dest, fd, elapsed, limit);
+	rc = 1;
+out:
+	if (!own_fd)
+		atomic_store(&s->busy, 0);
+	errno = saved;
+	return rc;
+}
+
+void tb_sock_foreach(void (*fn)(struct tb_sock *s))
+{
+	unsigned n = atomic_load(&nchunks);
+
+	for (unsigned c = 0; c < n; c++)
+		for (unsigned i = 0; i < CHUNK; i++)
+			fn(&chunks[c][i]);
+}

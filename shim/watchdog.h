@@ -1,0 +1,21 @@
+/* watchdog.h - the one thread per process that cuts waits at their expiry.
+ * The hot path only stores an expiry in the socket; the watchdog files and re-files lazily. */
+#ifndef TB_WATCHDOG_H
+#define TB_WATCHDOG_H
+
+#include <stdint.h>
+
+struct tb_sock;
+
+/*
+ * A wait on s now expires at `at`. If the watchdog already holds s at or before `at`,
+ * nothing is done (it re-files when it wakes); otherwise s is queued for it, and it is woken
+ * (one futex system call) only when it sleeps past `at`. Starts the thread on first use.
+ * Lock-free; safe from any thread.
+ */
+void tb_wd_arm(struct tb_sock *s, int64_t at);
+
+/* In a forked child: the thread did not survive fork; forget its queues (see init.c). */
+void tb_wd_fork_child(void);
+
+#endif

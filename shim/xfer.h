@@ -1,0 +1,42 @@
+/* xfer.h - the shared body of every hooked transfer on a governed socket (read, recv,
+ * recvmsg, write, send, ...): budget steps, wait marking, and the errno on expiry. */
+#ifndef TB_XFER_H
+#define TB_XFER_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "sock.h"
+
+struct tb_xfer {
+	struct tb_sock *s; /* NULL: pass the result through untouched */
+	int fd;
+	enum tb_side side;
+	bool waited;
+	int saved_errno;
+};
+
+/*
+ * Before the real call. `dontwait` is MSG_DONTWAIT in the call's flags.
+ * Returns 0: make the real call, then pass its result through tb_xfer_end.
+ * Returns -1 with errno set (ETIMEDOUT, or EAGAIN with on_timeout=eagain): the socket has
+ * expired, or the call's deadline has passed; nothing was sent or read.
+ */
+int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side side,
+		  bool dontwait);
+
+/*
+ * After the real call returned r (errno as it left it). Returns what the program sees: r
+ * with the caller's original errno on success; -1 ETIMEDOUT when the socket expired
+ * during the call (a shut-down socket reads as EOF, which must not pass for one).
+ */
+ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r);
+
+/* -1 with the timeout errno, telling the thread's budget once. For every hook. */
+int tb_xfer_timed_out(struct tb_sock *s);
+
+/* Fails a step that the thread's budget refused (deadline spent, retry window): logs it,
+ * marks the socket expired for the deadline and shuts it down. Returns -1, errno set. */
+int tb_xfer_refuse(struct tb_sock *s, int fd, int step, int64_t now);
+
+#endif
