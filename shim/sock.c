@@ -382,9 +382,10 @@ int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_p
 		rc = 0;
 		goto out;
 	}
+	/* Measure first: once shut down, the waiter wakes and folds its wait into idle_ns. */
+	measure(s, side, phase, now, &elapsed, &limit);
 	if (!tb_sock_mark_expired(s, gen, phase, fd))
 		goto out;
-	measure(s, side, phase, now, &elapsed, &limit);
 	atomic_fetch_add_explicit(&tb_expiries[phase], 1, memory_order_relaxed);
 	tb_log_timeout(phase, &s->dest, fd, elapsed, limit);
 	rc = 1;
