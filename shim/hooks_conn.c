@@ -113,7 +113,7 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len)
 		if (step == TB_STEP_RETRY_WINDOW)
 			tb_log_reject(TB_PHASE_DEADLINE, &d, fd, "retry_window");
 		else
-			tb_log_timeout(TB_PHASE_DEADLINE, &d, fd, now - start, deadline - start);
+			tb_log_timeout(TB_PHASE_DEADLINE, &d, fd, now - start, deadline - start, 0);
 		errno = tb_cfg.on_timeout == TB_ON_TIMEOUT_EAGAIN ? EAGAIN : ETIMEDOUT;
 		return -1;
 	}

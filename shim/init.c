@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/auxv.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -19,6 +20,7 @@ atomic_bool tb_governing;
 struct tb_budget tb_proc_budget;
 
 static __thread struct tb_budget thread_budget __attribute__((tls_model("initial-exec")));
+static __thread int thread_tid __attribute__((tls_model("initial-exec")));
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 extern char **environ;
@@ -26,6 +28,13 @@ extern char **environ;
 struct tb_budget *tb_budget_here(void)
 {
 	return tb_cfg.scope == TB_SCOPE_PROCESS ? &tb_proc_budget : &thread_budget;
+}
+
+int tb_tid(void)
+{
+	if (thread_tid == 0)
+		thread_tid = (int)syscall(SYS_gettid);
+	return thread_tid;
 }
 
 static const char *get_env(const char *name, void *ctx)
@@ -46,6 +55,7 @@ static void fork_child(void)
 {
 	struct tb_budget *b = &thread_budget;
 
+	thread_tid = 0; /* the child's thread has a tid of its own */
 	tb_wd_fork_child();
 	if (tb_cfg.scope == TB_SCOPE_CALL)
 		tb_budget_on_failure(b, &tb_cfg);

@@ -16,6 +16,9 @@ extern struct tb_budget tb_proc_budget; /* scope=process */
 /* Parses the environment once (thread-safe, idempotent); prints configuration errors. */
 void tb_init(void);
 
+/* The calling thread's kernel id, cached per thread (one gettid() per thread lifetime). */
+int tb_tid(void);
+
 /* The budget that bounds the calling thread's governed operations. */
 struct tb_budget *tb_budget_here(void);
 

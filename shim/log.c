@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "fdtable.h"
+#include "init.h"
 #include "real.h"
 
 #define LINE_MAX_LEN 512
@@ -67,12 +68,12 @@ static void put_value(struct line *l, const char *v)
 		put_quoted(l, v);
 }
 
-static void put_ids(struct line *l)
+static void put_ids(struct line *l, int tid)
 {
 	put(l, " pid=");
 	put_i64(l, getpid());
 	put(l, " tid=");
-	put_i64(l, syscall(SYS_gettid));
+	put_i64(l, tid > 0 ? tid : tb_tid());
 }
 
 static void emit(struct line *l)
@@ -145,7 +146,7 @@ void tb_log_fd_moved(int from, int to)
 }
 
 void tb_log_timeout(enum tb_phase phase, const struct tb_dest *d, int fd, int64_t elapsed_ns,
-		    int64_t limit_ns)
+		    int64_t limit_ns, int tid)
 {
 	struct line l;
 	char dest[TB_DEST_STRLEN];
@@ -159,7 +160,7 @@ void tb_log_timeout(enum tb_phase phase, const struct tb_dest *d, int fd, int64_
 	put_i64(&l, fd);
 	put_ms(&l, " elapsed_ms=", elapsed_ns);
 	put_ms(&l, " limit_ms=", limit_ns);
-	put_ids(&l);
+	put_ids(&l, tid);
 	emit(&l);
 }
 
@@ -177,7 +178,7 @@ void tb_log_reject(enum tb_phase phase, const struct tb_dest *d, int fd, const c
 	put_i64(&l, fd);
 	put(&l, " reason=");
 	put_value(&l, reason);
-	put_ids(&l);
+	put_ids(&l, 0);
 	emit(&l);
 }
 
@@ -208,6 +209,6 @@ void tb_log_error(const char *body)
 	l.n = 0;
 	put(&l, "timebox: ");
 	put(&l, body);
-	put_ids(&l);
+	put_ids(&l, 0);
 	emit(&l);
 }

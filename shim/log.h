@@ -12,9 +12,10 @@
 /* Opens the target chosen by s (stderr, syslog, off, a file). Idempotent per process. */
 void tb_log_open(const struct tb_settings *s);
 
-/* event=timeout phase=... dest=... fd=... elapsed_ms=... limit_ms=... pid=... tid=... */
+/* event=timeout phase=... dest=... fd=... elapsed_ms=... limit_ms=... pid=... tid=...
+ * `tid` is the program's thread whose wait was cut, not the watchdog's. */
 void tb_log_timeout(enum tb_phase phase, const struct tb_dest *d, int fd, int64_t elapsed_ns,
-		    int64_t limit_ns);
+		    int64_t limit_ns, int tid);
 
 /* event=reject phase=... dest=... fd=... reason=...: an attempt failed before it began. */
 void tb_log_reject(enum tb_phase phase, const struct tb_dest *d, int fd, const char *reason);

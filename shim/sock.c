@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "fdtable.h"
+#include "init.h"
 #include "log.h"
 #include "real.h"
 #include "watchdog.h"
@@ -220,6 +221,7 @@ struct tb_expiry tb_sock_wait_begin(struct tb_sock *s, enum tb_side side, int fd
 	e = tb_sock_expiry(s, side);
 	atomic_store_explicit(&sd->expiry, e.at, memory_order_relaxed);
 	atomic_store_explicit(&s->fd, fd, memory_order_relaxed);
+	atomic_store_explicit(&s->waiter_tid, tb_tid(), memory_order_relaxed);
 	/* seq_cst: pairs with the watchdog clearing wd_filed_at then re-reading waiters. */
 	atomic_fetch_add(&sd->waiters, 1);
 	if (e.at > now && e.at != TB_NEVER)
@@ -387,7 +389,8 @@ int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_p
 	if (!tb_sock_mark_expired(s, gen, phase, fd))
 		goto out;
 	atomic_fetch_add_explicit(&tb_expiries[phase], 1, memory_order_relaxed);
-	tb_log_timeout(phase, &s->dest, fd, elapsed, limit);
+	tb_log_timeout(phase, &s->dest, fd, elapsed, limit,
+		       own_fd ? tb_tid() : atomic_load_explicit(&s->waiter_tid, memory_order_relaxed));
 	rc = 1;
 out:
 	if (!own_fd)

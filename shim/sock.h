@@ -32,6 +32,7 @@ struct tb_sock {
 	atomic_uint state;
 	atomic_uint refs;         /* fds referring to it */
 	atomic_int fd;            /* the fd last waited on: the one the watchdog shuts down */
+	atomic_int waiter_tid;    /* the thread that last waited: the one the log names */
 	atomic_uint busy;         /* the watchdog is acting on `fd`: close waits for it */
 	atomic_bool nonblock;     /* O_NONBLOCK of the open file description */
 	atomic_bool got_bytes;    /* response bytes since the last send: phase read */
