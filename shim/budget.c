@@ -4,6 +4,12 @@
 
 #include <string.h>
 
+/* now + len, saturated at TB_NEVER: "2562047h" is a valid duration and means "never". */
+static int64_t add_sat(int64_t now, int64_t len)
+{
+	return len >= TB_NEVER - now ? TB_NEVER : now + len;
+}
+
 static void close_call(struct tb_budget *b)
 {
 	b->open = false;
@@ -15,7 +21,7 @@ void tb_budget_open_process(struct tb_budget *b, const struct tb_settings *s, in
 	memset(b, 0, sizeof(*b));
 	b->open = true;
 	b->start = now;
-	b->deadline = s->deadline_ns > 0 ? now + s->deadline_ns : TB_NEVER;
+	b->deadline = s->deadline_ns > 0 ? add_sat(now, s->deadline_ns) : TB_NEVER;
 }
 
 int tb_budget_step(struct tb_budget *b, const struct tb_settings *s, const struct tb_dest *d,
@@ -45,12 +51,10 @@ int tb_budget_step(struct tb_budget *b, const struct tb_settings *s, const struc
 		if (b->fastfail_until != 0 && now < b->fastfail_until &&
 		    tb_dest_equal(d, &b->fastfail_dest))
 			return expired_now ? TB_STEP_EXPIRED : TB_STEP_RETRY_WINDOW;
-		if (expired_now && tb_dest_equal(d, &b->fastfail_dest))
-			return TB_STEP_EXPIRED; /* retry_window 0: still, this step is late */
 		b->open = true;
 		b->saw_response = false;
 		b->start = now;
-		b->deadline = now + s->deadline_ns;
+		b->deadline = add_sat(now, s->deadline_ns);
 		b->dest = *d;
 	}
 	*start = b->start;
@@ -87,8 +91,8 @@ void tb_budget_on_expired(struct tb_budget *b, const struct tb_settings *s,
 	}
 	window = tb_settings_retry_window(s);
 	b->fastfail_dest = *d;
-	b->fastfail_until = window > 0 && call_deadline < TB_NEVER - window ?
-				    call_deadline + window : 0;
+	b->fastfail_until = window > 0 && call_deadline < TB_NEVER ?
+				    add_sat(call_deadline, window) : 0;
 	close_call(b);
 }
 

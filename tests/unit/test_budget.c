@@ -1,0 +1,537 @@
+/* test_budget.c - the per-thread deadline state machine walked on a simulated clock: when a
+ * budget opens, what carries it across retries, what closes it, the retry window, scope=process. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <cmocka.h>
+
+#include "budget.h"
+
+#define MS INT64_C(1000000)
+#define S INT64_C(1000000000)
+
+/* An origin far from 0, where fastfail_until == 0 ("no window") cannot pass by accident. */
+#define T0 (1000 * S)
+
+static struct tb_dest dest_v4(const char *ip, uint16_t port)
+{
+	struct sockaddr_in in;
+	struct tb_dest d;
+
+	memset(&in, 0, sizeof(in));
+	in.sin_family = AF_INET;
+	in.sin_port = htons(port);
+	assert_int_equal(inet_pton(AF_INET, ip, &in.sin_addr), 1);
+	assert_int_equal(tb_dest_from_sockaddr(&d, (struct sockaddr *)&in, sizeof(in)), 0);
+	return d;
+}
+
+static void settings(struct tb_settings *s, int64_t deadline_ns)
+{
+	tb_settings_init(s);
+	s->deadline_ns = deadline_ns;
+	tb_settings_finish(s);
+}
+
+struct step {
+	int rc;
+	int64_t start;
+	int64_t deadline;
+};
+
+static struct step step(struct tb_budget *b, const struct tb_settings *s, const struct tb_dest *d,
+			int64_t now)
+{
+	struct step r = { 99, -7, -7 };
+
+	r.rc = tb_budget_step(b, s, d, now, &r.start, &r.deadline);
+	return r;
+}
+
+/* A step that must go ahead within start .. deadline. */
+static void expect_go(struct tb_budget *b, const struct tb_settings *s, const struct tb_dest *d,
+		      int64_t now, int64_t start, int64_t deadline)
+{
+	struct step r = step(b, s, d, now);
+
+	if (r.rc != TB_STEP_GO)
+		fail_msg("step at %lld: rc %d, want GO", (long long)now, r.rc);
+	if (r.start != start || r.deadline != deadline)
+		fail_msg("step at %lld: start %lld deadline %lld, want %lld %lld", (long long)now,
+			 (long long)r.start, (long long)r.deadline, (long long)start,
+			 (long long)deadline);
+}
+
+static void expect_refused(struct tb_budget *b, const struct tb_settings *s,
+			   const struct tb_dest *d, int64_t now, int want)
+{
+	struct step r = step(b, s, d, now);
+
+	if (r.rc != want)
+		fail_msg("step at %lld: rc %d, want %d", (long long)now, r.rc, want);
+}
+
+static void test_opens_at_first_step(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+
+	(void)state;
+	settings(&s, 300 * MS);
+	memset(&b, 0, sizeof(b));
+	assert_false(b.open);
+	assert_int_equal(tb_budget_remaining(&b, T0), TB_NEVER);
+
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	assert_true(b.open);
+	assert_int_equal(b.start, T0);
+	assert_int_equal(b.deadline, T0 + 300 * MS);
+	assert_true(tb_dest_equal(&b.dest, &a));
+
+	/* further steps of the same call keep the start and the deadline */
+	expect_go(&b, &s, &a, T0 + 10 * MS, T0, T0 + 300 * MS);
+	expect_go(&b, &s, &a, T0 + 299 * MS, T0, T0 + 300 * MS);
+}
+
+static void test_carries_across_failure(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+
+	(void)state;
+	settings(&s, 300 * MS);
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	tb_budget_on_failure(&b, &s); /* refused, reset */
+	expect_go(&b, &s, &a, T0 + 50 * MS, T0, T0 + 300 * MS);
+	tb_budget_on_failure(&b, &s);
+	tb_budget_on_close(&b, &s); /* closing a failed socket does not end the call */
+	expect_go(&b, &s, &a, T0 + 100 * MS, T0, T0 + 300 * MS);
+	assert_true(b.open);
+}
+
+static void test_failure_after_response_keeps_call(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+
+	(void)state;
+	settings(&s, 300 * MS);
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	/* a partial answer then a reset: the program's retry still belongs to the call */
+	tb_budget_on_response(&b, &s);
+	tb_budget_on_failure(&b, &s);
+	expect_go(&b, &s, &a, T0 + 100 * MS, T0, T0 + 300 * MS);
+}
+
+static void test_response_then_step_opens_new_call(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+
+	(void)state;
+	settings(&s, 300 * MS);
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	tb_budget_on_response(&b, &s);
+	assert_true(b.open);
+	/* the next request on a keep-alive connection */
+	expect_go(&b, &s, &a, T0 + 200 * MS, T0 + 200 * MS, T0 + 500 * MS);
+	/* and a response long after the old deadline does not make the new call late */
+	tb_budget_on_response(&b, &s);
+	expect_go(&b, &s, &a, T0 + 5 * S, T0 + 5 * S, T0 + 5 * S + 300 * MS);
+}
+
+static void test_response_then_close_opens_fresh(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+
+	(void)state;
+	settings(&s, 300 * MS);
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	tb_budget_on_response(&b, &s);
+	tb_budget_on_close(&b, &s);
+	assert_false(b.open);
+	assert_int_equal(tb_budget_remaining(&b, T0 + 100 * MS), TB_NEVER);
+	expect_go(&b, &s, &a, T0 + 100 * MS, T0 + 100 * MS, T0 + 400 * MS);
+}
+
+static void test_response_ignored_when_closed(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+
+	(void)state;
+	settings(&s, 300 * MS);
+	memset(&b, 0, sizeof(b));
+	tb_budget_on_response(&b, &s);
+	tb_budget_on_close(&b, &s);
+	assert_false(b.open);
+	assert_false(b.saw_response);
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	expect_go(&b, &s, &a, T0 + 1 * MS, T0, T0 + 300 * MS);
+}
+
+static void test_deadline_expiry_closes_and_fails_fast(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+
+	(void)state;
+	settings(&s, 300 * MS);
+	s.retry_window_ns = 1 * S;
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	tb_budget_on_expired(&b, &s, &a, TB_PHASE_DEADLINE, T0 + 300 * MS);
+	assert_false(b.open);
+
+	expect_refused(&b, &s, &a, T0 + 300 * MS, TB_STEP_RETRY_WINDOW);
+	expect_refused(&b, &s, &a, T0 + 301 * MS, TB_STEP_RETRY_WINDOW);
+	expect_refused(&b, &s, &a, T0 + 1300 * MS - 1, TB_STEP_RETRY_WINDOW);
+	/* a refused step opens nothing */
+	assert_false(b.open);
+	/* deadline + retry_window: fresh */
+	expect_go(&b, &s, &a, T0 + 1300 * MS, T0 + 1300 * MS, T0 + 1600 * MS);
+}
+
+static void test_deadline_expiry_other_dest_fresh(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+	struct tb_dest a_other_port = dest_v4("10.0.0.1", 81);
+	struct tb_dest other = dest_v4("10.0.0.2", 80);
+
+	(void)state;
+	settings(&s, 300 * MS);
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	tb_budget_on_expired(&b, &s, &a, TB_PHASE_DEADLINE, T0 + 300 * MS);
+	expect_go(&b, &s, &a_other_port, T0 + 301 * MS, T0 + 301 * MS, T0 + 601 * MS);
+	tb_budget_on_response(&b, &s);
+	tb_budget_on_close(&b, &s);
+	expect_go(&b, &s, &other, T0 + 310 * MS, T0 + 310 * MS, T0 + 610 * MS);
+	tb_budget_on_response(&b, &s);
+	tb_budget_on_close(&b, &s);
+	/* the first destination is still inside its window */
+	expect_refused(&b, &s, &a, T0 + 320 * MS, TB_STEP_RETRY_WINDOW);
+}
+
+static void test_phase_expiry_keeps_open(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+	enum tb_phase phases[] = { TB_PHASE_GATE, TB_PHASE_CONNECT, TB_PHASE_WRITE,
+				   TB_PHASE_FIRST_BYTE, TB_PHASE_READ };
+
+	(void)state;
+	settings(&s, 300 * MS);
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
+		tb_budget_on_expired(&b, &s, &a, phases[i], T0 + 300 * MS);
+		assert_true(b.open);
+		expect_go(&b, &s, &a, T0 + (int64_t)(i + 1) * 10 * MS, T0, T0 + 300 * MS);
+	}
+}
+
+/* Seed question 4: read 250 ms, deadline 300 ms, 2 retries, downstream stuck 1.2 s. */
+static void test_seed_question_4(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("127.0.0.1", 8080);
+
+	(void)state;
+	settings(&s, 300 * MS);
+	s.read_ns = 250 * MS;
+	tb_settings_finish(&s);
+	memset(&b, 0, sizeof(b));
+
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);                  /* attempt 1 */
+	tb_budget_on_expired(&b, &s, &a, TB_PHASE_READ, T0 + 300 * MS); /* read cut at 250 */
+	expect_go(&b, &s, &a, T0 + 251 * MS, T0, T0 + 300 * MS);        /* attempt 2 */
+	tb_budget_on_expired(&b, &s, &a, TB_PHASE_DEADLINE, T0 + 300 * MS);
+	/* attempt 3 fails at once: the downstream saw the request twice */
+	expect_refused(&b, &s, &a, T0 + 301 * MS, TB_STEP_RETRY_WINDOW);
+	assert_int_equal(tb_budget_remaining(&b, T0 + 301 * MS), TB_NEVER);
+}
+
+static void test_seed_question_4_no_window(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("127.0.0.1", 8080);
+
+	(void)state;
+	settings(&s, 300 * MS);
+	s.retry_window_ns = 0;
+	memset(&b, 0, sizeof(b));
+
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	tb_budget_on_expired(&b, &s, &a, TB_PHASE_READ, T0 + 300 * MS);
+	expect_go(&b, &s, &a, T0 + 251 * MS, T0, T0 + 300 * MS);
+	tb_budget_on_expired(&b, &s, &a, TB_PHASE_DEADLINE, T0 + 300 * MS);
+	expect_go(&b, &s, &a, T0 + 301 * MS, T0 + 301 * MS, T0 + 601 * MS);
+}
+
+static void test_retry_window_default_is_deadline(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+
+	(void)state;
+	settings(&s, 300 * MS);
+	assert_int_equal(s.retry_window_ns, -1);
+	assert_int_equal(tb_settings_retry_window(&s), 300 * MS);
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	tb_budget_on_expired(&b, &s, &a, TB_PHASE_DEADLINE, T0 + 300 * MS);
+	expect_refused(&b, &s, &a, T0 + 600 * MS - 1, TB_STEP_RETRY_WINDOW);
+	expect_go(&b, &s, &a, T0 + 600 * MS, T0 + 600 * MS, T0 + 900 * MS);
+}
+
+static void test_expired_while_nobody_waited(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+	struct tb_dest other = dest_v4("10.0.0.2", 443);
+
+	(void)state;
+	settings(&s, 300 * MS);
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	/* the program was busy elsewhere until after the deadline */
+	expect_refused(&b, &s, &a, T0 + 300 * MS, TB_STEP_EXPIRED);
+	assert_false(b.open);
+	/* that was the expiry: the next attempt is a retry inside the window */
+	expect_refused(&b, &s, &a, T0 + 310 * MS, TB_STEP_RETRY_WINDOW);
+	expect_go(&b, &s, &a, T0 + 600 * MS, T0 + 600 * MS, T0 + 900 * MS);
+
+	/* the same, but the late step goes elsewhere: a fresh call */
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	expect_go(&b, &s, &other, T0 + 400 * MS, T0 + 400 * MS, T0 + 700 * MS);
+	/* and the destination whose call expired unseen is in its window */
+	tb_budget_on_response(&b, &s);
+	tb_budget_on_close(&b, &s);
+	expect_refused(&b, &s, &a, T0 + 500 * MS, TB_STEP_RETRY_WINDOW);
+	expect_go(&b, &s, &a, T0 + 600 * MS, T0 + 600 * MS, T0 + 900 * MS);
+}
+
+static void test_expired_while_nobody_waited_no_window(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+
+	(void)state;
+	settings(&s, 300 * MS);
+	s.retry_window_ns = 0;
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	/* no window: a step after the deadline is a new attempt on a fresh budget */
+	expect_go(&b, &s, &a, T0 + 350 * MS, T0 + 350 * MS, T0 + 650 * MS);
+}
+
+static void test_failed_call_retried_after_window_is_fresh(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+
+	(void)state;
+	settings(&s, 300 * MS); /* window defaults to 300 ms */
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	tb_budget_on_failure(&b, &s); /* refused; the program gives up for now */
+	/* an hour later it tries again: a new call, not the old call's expiry */
+	expect_go(&b, &s, &a, T0 + 3600 * S, T0 + 3600 * S, T0 + 3600 * S + 300 * MS);
+}
+
+static void test_answered_call_never_late(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+
+	(void)state;
+	settings(&s, 300 * MS);
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	tb_budget_on_response(&b, &s);
+	/* the next request comes long after the answered call's deadline: a new call */
+	expect_go(&b, &s, &a, T0 + 10 * S, T0 + 10 * S, T0 + 10 * S + 300 * MS);
+}
+
+static void test_scope_process(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+	struct tb_dest other = dest_v4("10.0.0.2", 80);
+
+	(void)state;
+	settings(&s, 2 * S);
+	s.scope = TB_SCOPE_PROCESS;
+	memset(&b, 0xa5, sizeof(b));
+	tb_budget_open_process(&b, &s, T0);
+	assert_true(b.open);
+	assert_int_equal(tb_budget_remaining(&b, T0 + 500 * MS), 1500 * MS);
+
+	expect_go(&b, &s, &a, T0 + 100 * MS, T0, T0 + 2 * S);
+	tb_budget_on_response(&b, &s);
+	tb_budget_on_close(&b, &s);
+	tb_budget_on_failure(&b, &s);
+	expect_go(&b, &s, &a, T0 + 200 * MS, T0, T0 + 2 * S);
+	tb_budget_on_expired(&b, &s, &a, TB_PHASE_DEADLINE, T0 + 2 * S);
+	assert_true(b.open);
+	expect_go(&b, &s, &other, T0 + 2 * S - 1, T0, T0 + 2 * S);
+	expect_refused(&b, &s, &a, T0 + 2 * S, TB_STEP_EXPIRED);
+	expect_refused(&b, &s, &other, T0 + 100 * S, TB_STEP_EXPIRED);
+	assert_true(b.open);
+	assert_int_equal(b.start, T0);
+	assert_int_equal(b.deadline, T0 + 2 * S);
+	assert_int_equal(tb_budget_remaining(&b, T0 + 3 * S), 0);
+}
+
+static void test_scope_process_no_deadline(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+
+	(void)state;
+	settings(&s, 0);
+	s.scope = TB_SCOPE_PROCESS;
+	tb_budget_open_process(&b, &s, T0);
+	assert_int_equal(b.deadline, TB_NEVER);
+	assert_int_equal(tb_budget_remaining(&b, T0 + 1000 * S), TB_NEVER);
+	expect_go(&b, &s, &a, T0 + 1000 * S, T0 + 1000 * S, TB_NEVER);
+}
+
+static void test_no_deadline(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+
+	(void)state;
+	settings(&s, 0);
+	s.read_ns = 250 * MS;
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &a, T0, T0, TB_NEVER);
+	tb_budget_on_expired(&b, &s, &a, TB_PHASE_READ, TB_NEVER);
+	expect_go(&b, &s, &a, T0 + 1000 * S, T0 + 1000 * S, TB_NEVER);
+	assert_int_equal(tb_budget_remaining(&b, T0 + 1000 * S), TB_NEVER);
+	/* a deadline expiry with no deadline (TB_NEVER) must not arm a window */
+	tb_budget_on_expired(&b, &s, &a, TB_PHASE_DEADLINE, TB_NEVER);
+	expect_go(&b, &s, &a, T0 + 2000 * S, T0 + 2000 * S, TB_NEVER);
+}
+
+static void test_remaining(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+
+	(void)state;
+	settings(&s, 300 * MS);
+	memset(&b, 0, sizeof(b));
+	assert_int_equal(tb_budget_remaining(&b, T0), TB_NEVER); /* nothing open */
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	assert_int_equal(tb_budget_remaining(&b, T0), 300 * MS);
+	assert_int_equal(tb_budget_remaining(&b, T0 + 120 * MS), 180 * MS);
+	assert_int_equal(tb_budget_remaining(&b, T0 + 300 * MS - 1), 1);
+	assert_int_equal(tb_budget_remaining(&b, T0 + 300 * MS), 0);
+	assert_int_equal(tb_budget_remaining(&b, T0 + 10 * S), 0);
+	tb_budget_on_expired(&b, &s, &a, TB_PHASE_DEADLINE, T0 + 300 * MS);
+	assert_int_equal(tb_budget_remaining(&b, T0 + 301 * MS), TB_NEVER);
+}
+
+/* "9223372036854775807ns" and "2562047h" are valid durations: as a deadline they must mean
+ * "never", not wrap around into the past. */
+static void test_huge_deadline_saturates(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+
+	(void)state;
+	settings(&s, INT64_MAX);
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &a, T0, T0, TB_NEVER);
+	expect_go(&b, &s, &a, T0 + 1 * S, T0, TB_NEVER);
+	assert_int_equal(tb_budget_remaining(&b, T0 + 1 * S), TB_NEVER);
+
+	s.scope = TB_SCOPE_PROCESS;
+	tb_budget_open_process(&b, &s, T0);
+	assert_int_equal(b.deadline, TB_NEVER);
+	expect_go(&b, &s, &a, T0 + 1 * S, T0, TB_NEVER);
+}
+
+/* A retry window too long to add to the deadline means "fail fast for good", not "no window". */
+static void test_huge_retry_window_saturates(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+
+	(void)state;
+	settings(&s, 300 * MS);
+	s.retry_window_ns = INT64_MAX;
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	tb_budget_on_expired(&b, &s, &a, TB_PHASE_DEADLINE, T0 + 300 * MS);
+	expect_refused(&b, &s, &a, T0 + 301 * MS, TB_STEP_RETRY_WINDOW);
+	expect_refused(&b, &s, &a, T0 + 3600 * S, TB_STEP_RETRY_WINDOW);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_opens_at_first_step),
+		cmocka_unit_test(test_carries_across_failure),
+		cmocka_unit_test(test_failure_after_response_keeps_call),
+		cmocka_unit_test(test_response_then_step_opens_new_call),
+		cmocka_unit_test(test_response_then_close_opens_fresh),
+		cmocka_unit_test(test_response_ignored_when_closed),
+		cmocka_unit_test(test_deadline_expiry_closes_and_fails_fast),
+		cmocka_unit_test(test_deadline_expiry_other_dest_fresh),
+		cmocka_unit_test(test_phase_expiry_keeps_open),
+		cmocka_unit_test(test_seed_question_4),
+		cmocka_unit_test(test_seed_question_4_no_window),
+		cmocka_unit_test(test_retry_window_default_is_deadline),
+		cmocka_unit_test(test_expired_while_nobody_waited),
+		cmocka_unit_test(test_expired_while_nobody_waited_no_window),
+		cmocka_unit_test(test_failed_call_retried_after_window_is_fresh),
+		cmocka_unit_test(test_answered_call_never_late),
+		cmocka_unit_test(test_scope_process),
+		cmocka_unit_test(test_scope_process_no_deadline),
+		cmocka_unit_test(test_no_deadline),
+		cmocka_unit_test(test_remaining),
+		cmocka_unit_test(test_huge_deadline_saturates),
+		cmocka_unit_test(test_huge_retry_window_saturates),
+	};
+
+	return cmocka_run_group_tests_name("budget", tests, NULL, NULL);
+}
