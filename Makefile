@@ -76,8 +76,9 @@ $(BUILD)/tests/e2e/clients/blockcli_fortify: tests/e2e/clients/blockcli.c
 deps-check:
 	@tests/deps.sh check
 
-unit: $(UNIT_BINS)
+unit: $(UNIT_BINS) $(LAUNCHER)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
+	@echo "== tests/unit/test_launcher.sh"; tests/unit/test_launcher.sh $(BUILD)
 
 e2e: all $(E2E_BINS) $(BUILD)/tests/e2e/clients/blockcli_fortify
 	@TB_BUILD=$(BUILD) TB_SANITIZE=$(SANITIZE) python3 tests/e2e/run.py $(E2E_ARGS)
