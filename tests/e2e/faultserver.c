@@ -6,7 +6,8 @@
  *
  *   /ok[?order=X]            200 "ok order=X\n" at once (X defaults to 0)
  *   /delay?ms=N              the same after N ms (the work is done even if the client left)
- *   /stall                   never answers; the thread waits until the client hangs up
+ *   /stall                   never answers; holds the connection until the client hangs up
+ *                            (at most 30 s after the client's FIN, which may be a half-close)
  *   /stall?ms=N              same as /delay
  *   /drip?ms=N&n=K           headers with Content-Length K at once, then one 'x' every N ms
  *   /reset?after=B           promises B+1000 bytes, sends B, then resets the connection
@@ -560,7 +561,15 @@ static bool handle(struct conn *c, const struct request *req)
         sleep_ms(ms);
         keep = do_ok(c->fd, req);
     } else if (!strcmp(path, "/stall")) {
-        wait_hangup(c->fd, -1);
+        /* The client's FIN may be a half-close (nc and HTTP/1.0 clients shut down their
+         * sending side after the request and keep reading): a stall keeps stalling. A
+         * full close looks the same from here, so after the FIN hold at most 30 s. */
+        if (wait_hangup(c->fd, -1) > 0) {
+            struct pollfd p = { .fd = c->fd, .events = 0 };
+
+            while (poll(&p, 1, 30000) < 0 && errno == EINTR)
+                ;
+        }
         keep = false;
     } else if (!strcmp(path, "/drip")) {
         keep = do_drip(c->fd, req, ms, n);
