@@ -42,10 +42,14 @@ int tb_budget_step(struct tb_budget *b, const struct tb_settings *s, const struc
 	if (b->open && b->saw_response)
 		close_call(b); /* the previous call was answered: this is the next one */
 	if (b->open && now >= b->deadline) {
-		/* Expired while nobody waited (the program was busy elsewhere): the thread
-		 * learns it now, exactly as if a wait had been cut at the deadline. */
-		tb_budget_on_expired(b, s, &b->dest, TB_PHASE_DEADLINE, b->deadline);
-		expired_now = true;
+		if (b->failed) {
+			/* A retry after the deadline passed during the program's back-off: the
+			 * thread learns it now, as if a wait had been cut at the deadline. */
+			tb_budget_on_expired(b, s, &b->dest, TB_PHASE_DEADLINE, b->deadline);
+			expired_now = true;
+		} else {
+			close_call(b); /* nothing failed: the program was elsewhere; a new call */
+		}
 	}
 	if (!b->open) {
 		if (b->fastfail_until != 0 && now < b->fastfail_until &&
@@ -53,6 +57,7 @@ int tb_budget_step(struct tb_budget *b, const struct tb_settings *s, const struc
 			return expired_now ? TB_STEP_EXPIRED : TB_STEP_RETRY_WINDOW;
 		b->open = true;
 		b->saw_response = false;
+		b->failed = false;
 		b->start = now;
 		b->deadline = add_sat(now, s->deadline_ns);
 		b->dest = *d;
@@ -70,8 +75,10 @@ void tb_budget_on_response(struct tb_budget *b, const struct tb_settings *s)
 
 void tb_budget_on_failure(struct tb_budget *b, const struct tb_settings *s)
 {
-	if (s->scope == TB_SCOPE_CALL)
+	if (s->scope == TB_SCOPE_CALL) {
 		b->saw_response = false;
+		b->failed = b->open;
+	}
 }
 
 void tb_budget_on_close(struct tb_budget *b, const struct tb_settings *s)

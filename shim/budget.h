@@ -16,13 +16,18 @@
  * after a response. Failed attempts (refused, reset, a phase timeout) leave it open, so the
  * program's own retries spend the same deadline. When an expiry at the deadline has been
  * delivered, the budget closes and further attempts to the same destination fail at once
- * until `retry_window` has passed since the deadline.
+ * until `retry_window` has passed since the deadline. A step that comes after the deadline
+ * when no wait was cut is the deadline's expiry only for a call that has failed attempts (a
+ * retry after the program's own back-off); otherwise it starts a new call: a pool's
+ * pre-opened connection, or a write-only stream between writes, is never cut for the time
+ * the program spent elsewhere.
  *
  * scope=process: one budget opened at start-up (tb_budget_open_process) that never closes.
  */
 struct tb_budget {
 	bool open;
 	bool saw_response;    /* response bytes read since the thread's last send */
+	bool failed;          /* an attempt of this call failed: later steps are retries */
 	int64_t start;        /* when the call opened */
 	int64_t deadline;     /* absolute; TB_NEVER without a deadline */
 	struct tb_dest dest;  /* where the call began */
@@ -35,7 +40,7 @@ void tb_budget_open_process(struct tb_budget *b, const struct tb_settings *s, in
 
 enum tb_step {
 	TB_STEP_GO = 0,            /* go ahead within *start .. *deadline */
-	TB_STEP_EXPIRED = -1,      /* the deadline passed while nobody waited: this is its expiry */
+	TB_STEP_EXPIRED = -1,      /* a retry after the deadline passed unseen: its expiry */
 	TB_STEP_RETRY_WINDOW = -2, /* an attempt after an expired deadline, inside retry_window */
 };
 

@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -51,14 +52,13 @@ static void report(void *ctx, const char *name, const char *value, const char *w
 			    *strict ? "refusing to run (TIMEBOX_STRICT)" : "setting ignored");
 }
 
+/* The child starts with no watchdog and no call under way: a pre-fork worker's first call
+ * is its own, not the remainder of whatever its parent thread was doing. */
 static void fork_child(void)
 {
-	struct tb_budget *b = &thread_budget;
-
 	thread_tid = 0; /* the child's thread has a tid of its own */
+	memset(&thread_budget, 0, sizeof(thread_budget));
 	tb_wd_fork_child();
-	if (tb_cfg.scope == TB_SCOPE_CALL)
-		tb_budget_on_failure(b, &tb_cfg);
 }
 
 static void init_once_fn(void)

@@ -137,6 +137,7 @@ struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct 
 	side_reset(&s->side[TB_RD]);
 	side_reset(&s->side[TB_WR]);
 	atomic_store_explicit(&s->wr_outq, -1, memory_order_relaxed);
+	atomic_store_explicit(&s->wr_outq_at, 0, memory_order_relaxed);
 	atomic_store(&s->state, gen << 8 | TB_ST_CONNECTING);
 	return s;
 }
@@ -290,6 +291,10 @@ static void measure(struct tb_sock *s, enum tb_side side, enum tb_phase phase, i
 		struct tb_idle c = load_idle(&s->side[side]);
 
 		*elapsed = tb_idle_silence(&c, true, now);
+		/* A blocked send's stall is counted from the queue's last movement, when seen. */
+		if (phase == TB_PHASE_WRITE &&
+		    atomic_load_explicit(&s->wr_outq_at, memory_order_relaxed) >= c.wait_begin)
+			*elapsed = now - atomic_load_explicit(&s->wr_moved_at, memory_order_relaxed);
 		break;
 	}
 	}
@@ -309,30 +314,58 @@ static bool fd_is_ours(struct tb_sock *s, uint32_t gen, int fd)
 	return (uint64_t)st.st_ino == atomic_load_explicit(&s->ino, memory_order_relaxed);
 }
 
-/* Write side, under `busy`: has the blocked send's unsent queue moved since the last look?
- * With no earlier look in this wait, look again shortly: a send that is draining is not cut,
- * one whose queue stands still over that short window is. */
-static bool write_progressing(struct tb_sock *s, int fd, int64_t now, int64_t *recheck)
+/* One look at the unsent queue through `fd`; notes when it moved. Returns false when the look
+ * failed. The first look of a wait takes the wait's start as the last movement. */
+static bool look_outq(struct tb_sock *s, int fd, int64_t now)
 {
-	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
 	int64_t begin = atomic_load_explicit(&s->side[TB_WR].wait_begin, memory_order_relaxed);
-	int64_t seen_at = atomic_load_explicit(&s->wr_outq_at, memory_order_relaxed);
-	int64_t seen = atomic_load_explicit(&s->wr_outq, memory_order_relaxed);
-	int64_t short_look = set->write_ns / 10;
 	int q = 0;
 
 	if (tb_real.ioctl(fd, SIOCOUTQ, &q) < 0)
 		return false;
+	if (atomic_load_explicit(&s->wr_outq_at, memory_order_relaxed) < begin)
+		atomic_store_explicit(&s->wr_moved_at, begin, memory_order_relaxed);
+	else if (q != atomic_load_explicit(&s->wr_outq, memory_order_relaxed))
+		atomic_store_explicit(&s->wr_moved_at, now, memory_order_relaxed);
 	atomic_store_explicit(&s->wr_outq, q, memory_order_relaxed);
 	atomic_store_explicit(&s->wr_outq_at, now, memory_order_relaxed);
-	if (seen_at < begin || seen < 0) {
-		if (short_look > 50 * TB_NS_PER_MS)
-			short_look = 50 * TB_NS_PER_MS;
-		*recheck = now + (short_look > TB_NS_PER_MS ? short_look : TB_NS_PER_MS);
+	return true;
+}
+
+static int64_t look_period(const struct tb_settings *set)
+{
+	return set->write_ns / 8 > TB_NS_PER_MS ? set->write_ns / 8 : TB_NS_PER_MS;
+}
+
+int64_t tb_sock_sample_outq(struct tb_sock *s, int64_t now)
+{
+	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
+
+	/* No `busy` here: SIOCOUTQ only reads, and a stale fd can at worst make the watchdog
+	 * believe the send progressed and give it one more period. */
+	look_outq(s, atomic_load(&s->fd), now);
+	return now + look_period(set);
+}
+
+/* Write side, under `busy`, at the expiry: did the queue move within the last write_timeout?
+ * Then the send is draining: not cut, looked at again when the limit would pass since that
+ * movement. Without an earlier look in this wait, look again one period later. */
+static bool write_progressing(struct tb_sock *s, int fd, int64_t now, int64_t *recheck)
+{
+	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
+	int64_t begin = atomic_load_explicit(&s->side[TB_WR].wait_begin, memory_order_relaxed);
+	bool first = atomic_load_explicit(&s->wr_outq_at, memory_order_relaxed) < begin;
+	int64_t moved;
+
+	if (!look_outq(s, fd, now))
+		return false;
+	if (first) {
+		*recheck = now + look_period(set);
 		return true;
 	}
-	if (q != seen && q != 0) {
-		*recheck = now + set->write_ns;
+	moved = atomic_load_explicit(&s->wr_moved_at, memory_order_relaxed);
+	if (moved + set->write_ns > now) {
+		*recheck = moved + set->write_ns;
 		return true;
 	}
 	return false;

@@ -49,8 +49,9 @@ struct tb_sock {
 	_Atomic int64_t wd_filed_at;  /* 0: not in the watchdog's heap */
 	atomic_bool in_incoming;
 	struct tb_sock *incoming_next;
-	_Atomic int64_t wr_outq;      /* SIOCOUTQ seen at the last write-side check, -1 none */
-	_Atomic int64_t wr_outq_at;
+	_Atomic int64_t wr_outq;      /* SIOCOUTQ seen at the last write-side look, -1 none */
+	_Atomic int64_t wr_outq_at;   /* when that look was */
+	_Atomic int64_t wr_moved_at;  /* when a look last saw the queue move (or the wait began) */
 	/* pool bookkeeping */
 	uint32_t index;
 	atomic_uint free_next;
@@ -113,6 +114,11 @@ int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_p
 /* Marks the socket (generation `gen`) expired for `phase` and shuts `fd` down, without
  * logging: for steps refused before they began. Returns true when this call marked it. */
 bool tb_sock_mark_expired(struct tb_sock *s, uint32_t gen, enum tb_phase phase, int fd);
+
+/* The watchdog looks at a blocked send's unsent queue (SIOCOUTQ) before its expiry, every
+ * write_timeout/8: a queue that moved is progress the hot path cannot see from inside the
+ * blocked call. Returns when to look next. */
+int64_t tb_sock_sample_outq(struct tb_sock *s, int64_t now);
 
 /* True when a read on fd would return at once (data, EOF or a pending error). */
 bool tb_sock_rd_ready(int fd);

@@ -137,6 +137,11 @@ static void evaluate(struct tb_sock *s, int64_t now)
 					if (dl < at && dl > now)
 						at = dl;
 				}
+			} else if (side == TB_WR && TB_ST(w) == TB_ST_OPEN) {
+				int64_t look = tb_sock_sample_outq(s, now);
+
+				if (look < at)
+					at = look;
 			}
 			if (at < soonest)
 				soonest = at;

@@ -3,6 +3,7 @@
 #include "xfer.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -69,6 +70,7 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
 	x->fd = fd;
 	x->side = side;
 	x->waited = false;
+	x->sigpipe = false;
 	x->saved_errno = errno;
 	if (TB_UNLIKELY(TB_ST(w) == TB_ST_EXPIRED)) {
 		if (!still_ours(s, fd)) {
@@ -113,8 +115,12 @@ ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r)
 	const struct tb_settings *set;
 	int err = errno;
 
-	if (s == NULL)
+	if (s == NULL) {
+		if (r < 0 && err == EPIPE && x->sigpipe)
+			raise(SIGPIPE);
+		errno = err;
 		return r;
+	}
 	set = atomic_load_explicit(&s->set, memory_order_relaxed);
 	if (r > 0) {
 		if (x->waited)
@@ -136,6 +142,8 @@ ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r)
 	}
 	if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR)
 		tb_budget_on_failure(tb_budget_here(), set);
+	if (err == EPIPE && x->sigpipe)
+		raise(SIGPIPE);
 	errno = err;
 	return r;
 }

@@ -13,6 +13,7 @@ struct tb_xfer {
 	int fd;
 	enum tb_side side;
 	bool waited;
+	bool sigpipe;      /* the program's send would raise SIGPIPE (no MSG_NOSIGNAL of its own) */
 	int saved_errno;
 };
 
@@ -29,6 +30,9 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
  * After the real call returned r (errno as it left it). Returns what the program sees: r
  * with the caller's original errno on success; -1 ETIMEDOUT when the socket expired
  * during the call (a shut-down socket reads as EOF, which must not pass for one).
+ * Governed sends are made with MSG_NOSIGNAL, so that a send cut by the watchdog's shutdown
+ * cannot kill the program with SIGPIPE; a genuine EPIPE raises it here when the program
+ * asked for it (x->sigpipe), exactly as the kernel would have.
  */
 ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r);
 
