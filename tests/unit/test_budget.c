@@ -320,7 +320,8 @@ static void test_expired_while_nobody_waited(void **state)
 	settings(&s, 300 * MS);
 	memset(&b, 0, sizeof(b));
 	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
-	/* the program was busy elsewhere until after the deadline */
+	tb_budget_on_failure(&b, &s); /* refused: the program backs off, then retries */
+	/* the back-off outlasted the deadline: the retry is the deadline's expiry */
 	expect_refused(&b, &s, &a, T0 + 300 * MS, TB_STEP_EXPIRED);
 	assert_false(b.open);
 	/* that was the expiry: the next attempt is a retry inside the window */
@@ -330,12 +331,30 @@ static void test_expired_while_nobody_waited(void **state)
 	/* the same, but the late step goes elsewhere: a fresh call */
 	memset(&b, 0, sizeof(b));
 	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	tb_budget_on_failure(&b, &s);
 	expect_go(&b, &s, &other, T0 + 400 * MS, T0 + 400 * MS, T0 + 700 * MS);
 	/* and the destination whose call expired unseen is in its window */
 	tb_budget_on_response(&b, &s);
 	tb_budget_on_close(&b, &s);
 	expect_refused(&b, &s, &a, T0 + 500 * MS, TB_STEP_RETRY_WINDOW);
 	expect_go(&b, &s, &a, T0 + 600 * MS, T0 + 600 * MS, T0 + 900 * MS);
+}
+
+static void test_late_step_without_failure_is_a_new_call(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+
+	(void)state;
+	settings(&s, 300 * MS);
+	memset(&b, 0, sizeof(b));
+	/* a pool pre-opens a connection; the first request goes out 500 ms later */
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	expect_go(&b, &s, &a, T0 + 500 * MS, T0 + 500 * MS, T0 + 800 * MS);
+	/* a write-only stream: each late write starts over, none is refused */
+	expect_go(&b, &s, &a, T0 + 2 * S, T0 + 2 * S, T0 + 2 * S + 300 * MS);
+	expect_go(&b, &s, &a, T0 + 2 * S + 100 * MS, T0 + 2 * S, T0 + 2 * S + 300 * MS);
 }
 
 static void test_expired_while_nobody_waited_no_window(void **state)
@@ -349,6 +368,7 @@ static void test_expired_while_nobody_waited_no_window(void **state)
 	s.retry_window_ns = 0;
 	memset(&b, 0, sizeof(b));
 	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	tb_budget_on_failure(&b, &s);
 	/* no window: a step after the deadline is a new attempt on a fresh budget */
 	expect_go(&b, &s, &a, T0 + 350 * MS, T0 + 350 * MS, T0 + 650 * MS);
 }
@@ -523,6 +543,7 @@ int main(void)
 		cmocka_unit_test(test_retry_window_default_is_deadline),
 		cmocka_unit_test(test_expired_while_nobody_waited),
 		cmocka_unit_test(test_expired_while_nobody_waited_no_window),
+		cmocka_unit_test(test_late_step_without_failure_is_a_new_call),
 		cmocka_unit_test(test_failed_call_retried_after_window_is_fresh),
 		cmocka_unit_test(test_answered_call_never_late),
 		cmocka_unit_test(test_scope_process),
