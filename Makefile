@@ -88,7 +88,7 @@ test: deps-check
 	@$(MAKE) --no-print-directory e2e
 
 demo: deps-check all $(E2E_BINS)
-	@TB_BUILD=$(BUILD) python3 tests/e2e/demo.py
+	@TB_BUILD=$(BUILD) python3 tests/demo/demo.py
 
 clean:
 	rm -rf build
