@@ -41,10 +41,10 @@ def outcome(res, timebox):
         return ms, "ok"
     line = next((l for l in res.stderr.splitlines() if l.startswith("timebox: event=")), "")
     ev = lib.parse_logfmt(line) if line else {}
-    err = re.search(r"errno=(\w+)", out) or re.search(r'detail="([^"]*)"', out)
+    err = re.search(r"errno=(\w+)", out) or re.search(r'detail="([^":]*)', out)
     what = err.group(1) if err else "error"
     if timebox and ev:
-        return ms, "%s (%s timeout, limit %s ms)" % (what, ev.get("phase"), ev.get("limit_ms"))
+        return ms, "%s: %s timeout (%s ms)" % (what, ev.get("phase"), ev.get("limit_ms"))
     return ms, what
 
 
@@ -63,18 +63,19 @@ def main():
     print("  without: the program as it is")
     print("  with:    timebox run %s -- PROGRAM" % " ".join(OPTIONS))
     print()
-    head = ("downstream", "client", "without", "", "with timebox", "")
+    head = ("downstream", "client", "without", "outcome", "with", "outcome")
     widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(6)]
     fmt = "  ".join("%%-%ds" % w for w in widths)
-    print(fmt % head)
-    print(fmt % tuple("-" * w for w in widths))
+    print((fmt % head).rstrip())
+    print((fmt % tuple("-" * w for w in widths)).rstrip())
     for r in rows:
-        print(fmt % r)
+        print((fmt % r).rstrip())
     print()
     print("Runs still waiting after %d s were stopped by the demo (capped); without a limit"
           " they wait forever." % CAP_S)
-    print("Seed: normal ~5 ms ok; stall 1 s -> read timeout at ~250 ms; drip -> deadline at"
-          " ~300 ms.")
+    print("first_byte is the read timeout's wait for the first response byte (it defaults to"
+          " --read-timeout);")
+    print("the drip keeps every read under 250 ms, so only the 300 ms deadline bounds it.")
 
 
 if __name__ == "__main__":
