@@ -21,12 +21,24 @@ const struct tb_env_var tb_env_vars[] = {
 	  "limit on a whole call, the program's own retries included" },
 	{ "TIMEBOX_RETRY_WINDOW", "--retry-window", TB_ENV_DURATION,
 	  "how long retries fail fast after a deadline (default: the deadline)" },
+	{ "TIMEBOX_MAX_CONNS", "--max-conns", TB_ENV_COUNT,
+	  "open sockets allowed per destination (the gate's size; default: no gate)" },
+	{ "TIMEBOX_ACQUIRE_TIMEOUT", "--acquire-timeout", TB_ENV_DURATION,
+	  "longest wait for a slot at a full gate (default: no limit but the deadline)" },
+	{ "TIMEBOX_MAX_PENDING", "--max-pending", TB_ENV_COUNT,
+	  "callers allowed to wait at a full gate; more are refused at once" },
+	{ "TIMEBOX_GATE_SHARED", "--gate-shared", TB_ENV_BOOL,
+	  "one gate per destination for every process with the same settings" },
+	{ "TIMEBOX_GATE_NONBLOCKING", "--gate-nonblocking", TB_ENV_GATE_NB,
+	  "a non-blocking connect at a full gate: wait (default) or fail (EAGAIN)" },
 	{ "TIMEBOX_SCOPE", "--scope", TB_ENV_SCOPE,
 	  "what the deadline covers: call (default) or process" },
 	{ "TIMEBOX_ON_TIMEOUT", "--on-timeout", TB_ENV_ON_TIMEOUT,
 	  "errno on expiry: etimedout (default) or eagain" },
 	{ "TIMEBOX_LOG", "--log", TB_ENV_LOG,
 	  "where expiries go: stderr (default), syslog, off or an absolute file path" },
+	{ "TIMEBOX_LOG_LEVEL", "--log-level", TB_ENV_LOG_LEVEL,
+	  "warn (default: expiries and errors) or info (also a gate summary at exit)" },
 	{ "TIMEBOX_STRICT", "--strict", TB_ENV_BOOL,
 	  "refuse to run the program when a setting is bad, instead of running it unguarded" },
 	{ NULL, NULL, TB_ENV_DURATION, NULL },
@@ -34,18 +46,12 @@ const struct tb_env_var tb_env_vars[] = {
 
 /*
  * Names that tb_env_check_unknown accepts without a table entry. The first group is
- * reserved for settings that are planned (config file, gate, log level): a deployment may
+ * reserved for settings that are planned (the config file): a deployment may
  * set them ahead of the release that reads them, so they must not be called typos.
  * TIMEBOX_LIBRARY is read by the launcher alone and reaches the program through exec.
  */
 static const char *const accepted_names[] = {
 	"TIMEBOX_CONFIG",
-	"TIMEBOX_MAX_CONNS",
-	"TIMEBOX_ACQUIRE_TIMEOUT",
-	"TIMEBOX_MAX_PENDING",
-	"TIMEBOX_GATE_SHARED",
-	"TIMEBOX_GATE_NONBLOCKING",
-	"TIMEBOX_LOG_LEVEL",
 	"TIMEBOX_LIBRARY",
 	NULL,
 };
@@ -57,6 +63,9 @@ static const char E_ON_TIMEOUT[] = "on_timeout is etimedout or eagain";
 static const char E_LOG[] = "a log target is stderr, syslog, off or an absolute file path";
 static const char E_LOG_LONG[] = "a log file path is too long (at most 255 bytes)";
 static const char E_BOOL[] = "a switch is 1, 0, true, false, yes, no, on or off";
+static const char E_COUNT[] = "a count is a whole number from 1 to 1000000, or 0/off for none";
+static const char E_GATE_NB[] = "gate_nonblocking is wait or fail";
+static const char E_LOG_LEVEL[] = "a log level is warn or info";
 
 const struct tb_env_var *tb_env_find(const char *key, int by_option)
 {
@@ -83,7 +92,51 @@ static int64_t *duration_field(struct tb_settings *s, const struct tb_env_var *v
 		return &s->deadline_ns;
 	if (strcmp(var->name, "TIMEBOX_RETRY_WINDOW") == 0)
 		return &s->retry_window_ns;
+	if (strcmp(var->name, "TIMEBOX_ACQUIRE_TIMEOUT") == 0)
+		return &s->acquire_ns;
 	return NULL;
+}
+
+/* The field a TB_ENV_COUNT variable sets. */
+static int *count_field(struct tb_settings *s, const struct tb_env_var *var)
+{
+	if (strcmp(var->name, "TIMEBOX_MAX_CONNS") == 0)
+		return &s->max_conns;
+	if (strcmp(var->name, "TIMEBOX_MAX_PENDING") == 0)
+		return &s->max_pending;
+	return NULL;
+}
+
+/* The field a TB_ENV_BOOL variable sets. */
+static bool *bool_field(struct tb_settings *s, const struct tb_env_var *var)
+{
+	if (strcmp(var->name, "TIMEBOX_GATE_SHARED") == 0)
+		return &s->gate_shared;
+	if (strcmp(var->name, "TIMEBOX_STRICT") == 0)
+		return &s->strict;
+	return NULL;
+}
+
+/* A whole number 1..TB_MAX_CONNS_LIMIT, or "0"/"off" for none. Returns 0 or -1. */
+static int parse_count(const char *text, int *out)
+{
+	long v = 0;
+
+	if (strcmp(text, "off") == 0 || strcmp(text, "0") == 0) {
+		*out = 0;
+		return 0;
+	}
+	if (*text < '1' || *text > '9')
+		return -1;
+	for (; *text >= '0' && *text <= '9'; text++) {
+		v = v * 10 + (*text - '0');
+		if (v > TB_MAX_CONNS_LIMIT)
+			return -1;
+	}
+	if (*text != '\0')
+		return -1;
+	*out = (int)v;
+	return 0;
 }
 
 /* Parses a switch; returns 0 and sets *out, or -1. */
@@ -165,11 +218,43 @@ int tb_env_apply(struct tb_settings *s, const struct tb_env_var *var, const char
 			snprintf(s->log_path, sizeof(s->log_path), "%s", value);
 		}
 		break;
-	case TB_ENV_BOOL:
-		if (parse_bool(value, &flag) == 0)
-			s->strict = flag;
+	case TB_ENV_BOOL: {
+		bool *field = bool_field(s, var);
+
+		if (field == NULL)
+			why = "internal error: no setting for this variable";
+		else if (parse_bool(value, &flag) == 0)
+			*field = flag;
 		else
 			why = E_BOOL;
+		break;
+	}
+	case TB_ENV_COUNT: {
+		int *field = count_field(s, var), n;
+
+		if (field == NULL)
+			why = "internal error: no setting for this variable";
+		else if (parse_count(value, &n) == 0)
+			*field = n;
+		else
+			why = E_COUNT;
+		break;
+	}
+	case TB_ENV_GATE_NB:
+		if (strcmp(value, "wait") == 0)
+			s->gate_nonblocking = TB_GATE_NB_WAIT;
+		else if (strcmp(value, "fail") == 0)
+			s->gate_nonblocking = TB_GATE_NB_FAIL;
+		else
+			why = E_GATE_NB;
+		break;
+	case TB_ENV_LOG_LEVEL:
+		if (strcmp(value, "warn") == 0)
+			s->log_level = TB_LOG_LEVEL_WARN;
+		else if (strcmp(value, "info") == 0)
+			s->log_level = TB_LOG_LEVEL_INFO;
+		else
+			why = E_LOG_LEVEL;
 		break;
 	}
 	if (why == NULL)

@@ -5,7 +5,16 @@
 
 #include "settings.h"
 
-enum tb_env_kind { TB_ENV_DURATION, TB_ENV_SCOPE, TB_ENV_ON_TIMEOUT, TB_ENV_LOG, TB_ENV_BOOL };
+enum tb_env_kind {
+	TB_ENV_DURATION,
+	TB_ENV_SCOPE,
+	TB_ENV_ON_TIMEOUT,
+	TB_ENV_LOG,
+	TB_ENV_BOOL,
+	TB_ENV_COUNT,      /* a positive integer, or 0/off for none */
+	TB_ENV_GATE_NB,    /* wait|fail */
+	TB_ENV_LOG_LEVEL,  /* warn|info */
+};
 
 /* One variable: its name, the launcher option that mirrors it, and what its value is. */
 struct tb_env_var {

@@ -27,29 +27,31 @@ static void forget_stale(int fd)
 
 /*
  * Decides whether fd, about to connect to sa, is governed: a SOCK_STREAM socket to an
- * AF_INET/AF_INET6 address, with some limit configured. Fills *d, *ino and *nonblock.
+ * AF_INET/AF_INET6 address, with some limit configured for it. Returns the settings that
+ * govern it (immutable, owned by the configuration) and fills *d, *ino and *nonblock;
+ * NULL when the socket is left alone.
  */
-static bool governable(int fd, const struct sockaddr *sa, socklen_t len, struct tb_dest *d,
-		       uint64_t *ino, bool *nonblock)
+static const struct tb_settings *governable(int fd, const struct sockaddr *sa, socklen_t len,
+					    struct tb_dest *d, uint64_t *ino, bool *nonblock)
 {
 	int type = 0, fl;
 	socklen_t tl = sizeof(type);
 	struct stat st;
 
 	if (!atomic_load_explicit(&tb_governing, memory_order_relaxed))
-		return false;
+		return NULL;
 	if (tb_dest_from_sockaddr(d, sa, len) < 0)
-		return false;
+		return NULL;
 	if (tb_real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_STREAM)
-		return false;
+		return NULL;
 	if (fstat(fd, &st) < 0)
-		return false;
+		return NULL;
 	fl = tb_real.fcntl(fd, F_GETFL);
 	if (fl < 0)
-		return false;
+		return NULL;
 	*ino = (uint64_t)st.st_ino;
 	*nonblock = (fl & O_NONBLOCK) != 0;
-	return true;
+	return &tb_cfg;
 }
 
 /*
@@ -99,25 +101,27 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len)
 	bool nonblock;
 	struct tb_sock *s;
 	struct tb_budget *b;
+	const struct tb_settings *set;
 	int64_t now, start, deadline;
 	int step, saved = errno;
 
-	if (!governable(fd, sa, len, &d, &ino, &nonblock)) {
+	set = governable(fd, sa, len, &d, &ino, &nonblock);
+	if (set == NULL) {
 		errno = saved;
 		return tb_real.connect(fd, sa, len);
 	}
 	now = tb_now();
 	b = tb_budget_here();
-	step = tb_budget_step(b, &tb_cfg, &d, now, &start, &deadline);
+	step = tb_budget_step(b, set, &d, now, &start, &deadline);
 	if (step != TB_STEP_GO) {
 		if (step == TB_STEP_RETRY_WINDOW)
 			tb_log_reject(TB_PHASE_DEADLINE, &d, fd, "retry_window");
 		else
 			tb_log_timeout(TB_PHASE_DEADLINE, &d, fd, now - start, deadline - start, 0);
-		errno = tb_cfg.on_timeout == TB_ON_TIMEOUT_EAGAIN ? EAGAIN : ETIMEDOUT;
+		errno = set->on_timeout == TB_ON_TIMEOUT_EAGAIN ? EAGAIN : ETIMEDOUT;
 		return -1;
 	}
-	s = tb_sock_new(fd, &tb_cfg, &d, ino, nonblock, now);
+	s = tb_sock_new(fd, set, &d, ino, nonblock, now);
 	if (s == NULL || !tb_fd_set(fd, s)) {
 		if (s != NULL)
 			tb_sock_unref(s);

@@ -59,6 +59,12 @@ static const char *value_hint(enum tb_env_kind kind)
 		return "etimedout|eagain";
 	case TB_ENV_LOG:
 		return "stderr|syslog|off|/PATH";
+	case TB_ENV_COUNT:
+		return "N";
+	case TB_ENV_GATE_NB:
+		return "wait|fail";
+	case TB_ENV_LOG_LEVEL:
+		return "warn|info";
 	case TB_ENV_BOOL:
 		break;
 	}

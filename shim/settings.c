@@ -28,7 +28,7 @@ void tb_settings_finish(struct tb_settings *s)
 bool tb_settings_any_limit(const struct tb_settings *s)
 {
 	return s->connect_ns > 0 || s->write_ns > 0 || s->first_byte_ns > 0 || s->read_ns > 0 ||
-	       s->deadline_ns > 0;
+	       s->deadline_ns > 0 || s->max_conns > 0;
 }
 
 int64_t tb_settings_retry_window(const struct tb_settings *s)
@@ -37,9 +37,8 @@ int64_t tb_settings_retry_window(const struct tb_settings *s)
 }
 
 /*
- * TB_PHASE_GATE has no limit in struct tb_settings yet (acquire_timeout comes with the
- * gate), so it reports 0, "off". An unfinished first_byte falls back to read here too, so
- * callers get the same answer before and after tb_settings_finish().
+ * An unfinished first_byte falls back to read here too, so callers get the same answer
+ * before and after tb_settings_finish().
  */
 int64_t tb_settings_phase_limit(const struct tb_settings *s, enum tb_phase phase)
 {
@@ -55,6 +54,7 @@ int64_t tb_settings_phase_limit(const struct tb_settings *s, enum tb_phase phase
 	case TB_PHASE_DEADLINE:
 		return s->deadline_ns;
 	case TB_PHASE_GATE:
+		return s->acquire_ns;
 	case TB_PHASE_COUNT:
 		break;
 	}

@@ -24,6 +24,11 @@ enum tb_phase {
 enum tb_scope { TB_SCOPE_CALL, TB_SCOPE_PROCESS };
 enum tb_on_timeout { TB_ON_TIMEOUT_ETIMEDOUT, TB_ON_TIMEOUT_EAGAIN };
 enum tb_log_target { TB_LOG_STDERR, TB_LOG_SYSLOG, TB_LOG_OFF, TB_LOG_FILE };
+enum tb_log_level { TB_LOG_LEVEL_WARN, TB_LOG_LEVEL_INFO };
+/* A non-blocking connect at a full gate: wait the bounded time (default), or fail at once. */
+enum tb_gate_nonblocking { TB_GATE_NB_WAIT, TB_GATE_NB_FAIL };
+
+#define TB_MAX_CONNS_LIMIT 1000000
 
 #define TB_LOG_PATH_MAX 256
 
@@ -39,10 +44,16 @@ struct tb_settings {
 	int64_t read_ns;
 	int64_t deadline_ns;
 	int64_t retry_window_ns;
+	int64_t acquire_ns;       /* bound on the wait at a full gate; 0: unbounded */
+	int max_conns;            /* the gate: open sockets per destination; 0: no gate */
+	int max_pending;          /* callers allowed to wait at a full gate; 0: no limit */
+	bool gate_shared;         /* one gate per destination for every process */
+	enum tb_gate_nonblocking gate_nonblocking;
 	enum tb_scope scope;
 	enum tb_on_timeout on_timeout;
 	enum tb_log_target log_target;
 	char log_path[TB_LOG_PATH_MAX];
+	enum tb_log_level log_level;
 	bool strict;
 };
 
@@ -52,7 +63,7 @@ void tb_settings_init(struct tb_settings *s);
 /* Resolves the "not set" markers (first_byte falls back to read). Call once after parsing. */
 void tb_settings_finish(struct tb_settings *s);
 
-/* True when at least one phase limit or the deadline is set: otherwise nothing is governed. */
+/* True when a phase limit, the deadline or a gate is set: otherwise nothing is governed. */
 bool tb_settings_any_limit(const struct tb_settings *s);
 
 /* The retry window in ns: the configured one, or the deadline's length when unset. */
