@@ -26,7 +26,7 @@ endif
 # Policy modules: pure code (no dlsym, no socket calls), unit-tested alone and shared with
 # the launcher. Runtime modules: the hooks and what they need at run time.
 POLICY_SRCS  := shim/duration.c shim/settings.c shim/env.c shim/budget.c shim/phase.c \
-                shim/dest.c
+                shim/dest.c shim/gate.c
 RUNTIME_SRCS := $(filter-out $(POLICY_SRCS) shim/launcher.c,$(wildcard shim/*.c))
 POLICY_OBJS  := $(POLICY_SRCS:shim/%.c=$(BUILD)/obj/%.o)
 RUNTIME_OBJS := $(RUNTIME_SRCS:shim/%.c=$(BUILD)/obj/%.o)

@@ -8,6 +8,7 @@
 #include "budget.h"
 #include "clock.h"
 #include "fdtable.h"
+#include "gates.h"
 #include "hooks.h"
 #include "init.h"
 #include "log.h"
@@ -83,11 +84,16 @@ static int connect_marked(struct tb_sock *s, int fd, const struct sockaddr *sa, 
 	err = errno;
 	if (blocking)
 		tb_sock_wait_end(s, TB_WR, tb_now(), false);
-	if (TB_ST(tb_sock_word(s)) == TB_ST_EXPIRED)
+	if (TB_ST(tb_sock_word(s)) == TB_ST_EXPIRED) {
+		if (TB_ST_PHASE(tb_sock_word(s)) == TB_PHASE_CONNECT ||
+		    TB_ST_PHASE(tb_sock_word(s)) == TB_PHASE_DEADLINE)
+			tb_sock_release_slot(s); /* the handshake never completed */
 		return tb_xfer_timed_out(s);
+	}
 	if (r == 0 || err == EISCONN) {
 		tb_sock_set_open(s);
 	} else if (err != EINPROGRESS && err != EALREADY && err != EINTR) {
+		tb_sock_release_slot(s); /* refused, unreachable: the slot was never used */
 		tb_budget_on_failure(tb_budget_here(), atomic_load(&s->set));
 	}
 	errno = r == 0 ? saved : err;
@@ -102,6 +108,7 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len)
 	struct tb_sock *s;
 	struct tb_budget *b;
 	const struct tb_settings *set;
+	struct tb_gate *gate = NULL;
 	int64_t now, start, deadline;
 	int step, saved = errno;
 
@@ -121,13 +128,35 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len)
 		errno = set->on_timeout == TB_ON_TIMEOUT_EAGAIN ? EAGAIN : ETIMEDOUT;
 		return -1;
 	}
+	if (set->max_conns > 0 && (gate = tb_gates_get(&d, set)) != NULL) {
+		enum tb_phase phase = TB_PHASE_GATE;
+
+		if (tb_gates_acquire(gate, set, nonblock, fd, start, deadline, &phase) < 0) {
+			int err = errno;
+
+			if (err == ETIMEDOUT) {
+				tb_budget_on_expired(b, set, &d, phase, deadline);
+				if (set->on_timeout == TB_ON_TIMEOUT_EAGAIN)
+					err = EAGAIN;
+			} else if (err != EINTR) {
+				tb_budget_on_failure(b, set);
+			}
+			errno = err;
+			return -1;
+		}
+		now = tb_now(); /* the handshake starts after the wait */
+	}
 	s = tb_sock_new(fd, set, &d, ino, nonblock, now);
 	if (s == NULL || !tb_fd_set(fd, s)) {
 		if (s != NULL)
 			tb_sock_unref(s);
+		if (gate != NULL)
+			tb_gates_release(gate);
 		errno = saved;
 		return tb_real.connect(fd, sa, len); /* out of memory: ungoverned, not broken */
 	}
+	if (gate != NULL)
+		tb_sock_hold_slot(s, gate);
 	tb_sock_set_call(s, start, deadline);
 	return connect_marked(s, fd, sa, len, saved);
 }
@@ -195,7 +224,9 @@ TB_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	}
 	r = tb_real.getsockopt(fd, level, name, val, len);
 	if (r == 0 && val != NULL && *(int *)val != 0 &&
-	    TB_ST(tb_sock_word(s)) == TB_ST_CONNECTING)
+	    TB_ST(tb_sock_word(s)) == TB_ST_CONNECTING) {
+		tb_sock_release_slot(s); /* a non-blocking connect that failed */
 		tb_budget_on_failure(tb_budget_here(), atomic_load(&s->set));
+	}
 	return r;
 }

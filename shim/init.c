@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "env.h"
 #include "fdtable.h"
+#include "gates.h"
 #include "log.h"
 #include "real.h"
 #include "watchdog.h"
@@ -59,6 +60,12 @@ static void fork_child(void)
 	thread_tid = 0; /* the child's thread has a tid of its own */
 	memset(&thread_budget, 0, sizeof(thread_budget));
 	tb_wd_fork_child();
+	tb_gates_fork_child();
+}
+
+static void at_exit(void)
+{
+	tb_gates_summary();
 }
 
 static void init_once_fn(void)
@@ -92,6 +99,8 @@ static void init_once_fn(void)
 	tb_log_open(&tb_cfg);
 	tb_budget_open_process(&tb_proc_budget, &tb_cfg, tb_now());
 	pthread_atfork(NULL, NULL, fork_child);
+	if (tb_cfg.log_level == TB_LOG_LEVEL_INFO)
+		atexit(at_exit);
 	atomic_store(&tb_governing, true);
 }
 

@@ -182,6 +182,31 @@ void tb_log_reject(enum tb_phase phase, const struct tb_dest *d, int fd, const c
 	emit(&l);
 }
 
+void tb_log_gate(const struct tb_dest *d, long leased, long pending, long max,
+		 unsigned long acquired, unsigned long timed_out, unsigned long rejected)
+{
+	struct line l;
+	char dest[TB_DEST_STRLEN];
+
+	start(&l, "gate");
+	put(&l, " dest=");
+	put(&l, tb_dest_format(d, dest, sizeof(dest)));
+	put(&l, " leased=");
+	put_i64(&l, leased);
+	put(&l, " pending=");
+	put_i64(&l, pending);
+	put(&l, " max=");
+	put_i64(&l, max);
+	put(&l, " acquired=");
+	put_i64(&l, (int64_t)acquired);
+	put(&l, " timed_out=");
+	put_i64(&l, (int64_t)timed_out);
+	put(&l, " rejected=");
+	put_i64(&l, (int64_t)rejected);
+	put_ids(&l, 0);
+	emit(&l);
+}
+
 void tb_log_config_error(const char *name, const char *value, const char *why,
 			 const char *effect)
 {

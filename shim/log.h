@@ -24,6 +24,10 @@ void tb_log_reject(enum tb_phase phase, const struct tb_dest *d, int fd, const c
 void tb_log_config_error(const char *name, const char *value, const char *why,
 			 const char *effect);
 
+/* event=gate dest=... leased=... pending=... max=... acquired=... timed_out=... rejected=... */
+void tb_log_gate(const struct tb_dest *d, long leased, long pending, long max,
+		 unsigned long acquired, unsigned long timed_out, unsigned long rejected);
+
 /* A preformatted logfmt body; "timebox: " and the newline are added. */
 void tb_log_error(const char *body);
 

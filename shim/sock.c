@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "fdtable.h"
+#include "gates.h"
 #include "init.h"
 #include "log.h"
 #include "real.h"
@@ -138,6 +139,8 @@ struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct 
 	side_reset(&s->side[TB_WR]);
 	atomic_store_explicit(&s->wr_outq, -1, memory_order_relaxed);
 	atomic_store_explicit(&s->wr_outq_at, 0, memory_order_relaxed);
+	s->gate = NULL;
+	atomic_store_explicit(&s->has_slot, false, memory_order_relaxed);
 	atomic_store(&s->state, gen << 8 | TB_ST_CONNECTING);
 	return s;
 }
@@ -145,6 +148,18 @@ struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct 
 void tb_sock_ref(struct tb_sock *s)
 {
 	atomic_fetch_add(&s->refs, 1);
+}
+
+void tb_sock_hold_slot(struct tb_sock *s, struct tb_gate *g)
+{
+	s->gate = g;
+	atomic_store(&s->has_slot, true);
+}
+
+void tb_sock_release_slot(struct tb_sock *s)
+{
+	if (atomic_exchange(&s->has_slot, false))
+		tb_gates_release(s->gate);
 }
 
 void tb_sock_unref(struct tb_sock *s)
@@ -157,6 +172,7 @@ void tb_sock_unref(struct tb_sock *s)
 		sched_yield();
 	if (atomic_fetch_sub(&s->refs, 1) != 1)
 		return;
+	tb_sock_release_slot(s);
 	w = atomic_load(&s->state);
 	atomic_store(&s->state, (w & ~0xffu) | TB_ST_FREE);
 	side_reset(&s->side[TB_RD]);

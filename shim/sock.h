@@ -11,6 +11,8 @@
 #include "phase.h"
 #include "settings.h"
 
+struct tb_gate;
+
 /* The state word: generation (bits 8-31) | expired phase (bits 4-7) | state (bits 0-3).
  * The generation changes each time a pool entry is reused, so a watchdog decision about an
  * older socket can never land on a newer one (compare-and-swap on the whole word). */
@@ -45,6 +47,9 @@ struct tb_sock {
 	_Atomic int64_t call_deadline;
 	int64_t linger_ns;        /* how long the watchdog keeps an idle socket filed */
 	struct tb_side_state side[2];
+	/* the gate slot this socket holds, if any, given back once (tb_sock_release_slot) */
+	struct tb_gate *gate;
+	atomic_bool has_slot;
 	/* watchdog bookkeeping (watchdog.c) */
 	_Atomic int64_t wd_filed_at;  /* 0: not in the watchdog's heap */
 	atomic_bool in_incoming;
@@ -65,6 +70,12 @@ struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct 
 			    uint64_t ino, bool nonblock, int64_t now);
 
 void tb_sock_ref(struct tb_sock *s);
+
+/* The socket holds a slot of gate g (taken in connect before the handshake). */
+void tb_sock_hold_slot(struct tb_sock *s, struct tb_gate *g);
+
+/* Gives the slot back, once: when the last fd is closed, or when the connect failed. */
+void tb_sock_release_slot(struct tb_sock *s);
 
 /* Drops one fd's reference; the last one returns the socket to the pool. Waits while the
  * watchdog is acting on it, so the fd number cannot be reused under the watchdog. */

@@ -1,0 +1,136 @@
+/* gate.c - the gate's state machine: a counter of leased slots for the fast path, and a FIFO
+ * of waiters behind a mutex for the slow path. A released slot is handed to the oldest
+ * waiter directly (the counter stays up), so late arrivals can never overtake the queue. */
+#include "gate.h"
+
+#include <string.h>
+
+void tb_gate_init(struct tb_gate *g, const struct tb_dest *d, int max, int max_pending)
+{
+	memset(g, 0, sizeof(*g));
+	g->dest = *d;
+	g->max = max;
+	g->max_pending = max_pending;
+	pthread_mutex_init(&g->lock, NULL);
+}
+
+static bool take_free_slot(struct tb_gate *g)
+{
+	int l = atomic_load(&g->leased);
+
+	while (l < g->max)
+		if (atomic_compare_exchange_weak(&g->leased, &l, l + 1))
+			return true;
+	return false;
+}
+
+bool tb_gate_try_acquire(struct tb_gate *g)
+{
+	if (atomic_load(&g->pending) != 0)
+		return false;
+	if (!take_free_slot(g))
+		return false;
+	atomic_fetch_add_explicit(&g->acquired, 1, memory_order_relaxed);
+	return true;
+}
+
+enum tb_gate_result tb_gate_enqueue(struct tb_gate *g, struct tb_gate_waiter *w)
+{
+	enum tb_gate_result r;
+
+	pthread_mutex_lock(&g->lock);
+	if (g->head == NULL && take_free_slot(g)) {
+		atomic_fetch_add_explicit(&g->acquired, 1, memory_order_relaxed);
+		r = TB_GATE_TOOK;
+		goto out;
+	}
+	if (g->max_pending > 0 && atomic_load(&g->pending) >= g->max_pending) {
+		atomic_fetch_add_explicit(&g->rejected, 1, memory_order_relaxed);
+		r = TB_GATE_REJECTED;
+		goto out;
+	}
+	/* Announce the wait before looking at the counter once more: a release that
+	 * decremented it before seeing pending > 0 left a slot that is ours to take. */
+	atomic_fetch_add(&g->pending, 1);
+	if (g->head == NULL && take_free_slot(g)) {
+		atomic_fetch_sub(&g->pending, 1);
+		atomic_fetch_add_explicit(&g->acquired, 1, memory_order_relaxed);
+		r = TB_GATE_TOOK;
+		goto out;
+	}
+	atomic_store(&w->granted, 0);
+	w->next = NULL;
+	w->prev = g->tail;
+	if (g->tail != NULL)
+		g->tail->next = w;
+	else
+		g->head = w;
+	g->tail = w;
+	r = TB_GATE_QUEUED;
+out:
+	pthread_mutex_unlock(&g->lock);
+	return r;
+}
+
+static void unlink_waiter(struct tb_gate *g, struct tb_gate_waiter *w)
+{
+	if (w->prev != NULL)
+		w->prev->next = w->next;
+	else
+		g->head = w->next;
+	if (w->next != NULL)
+		w->next->prev = w->prev;
+	else
+		g->tail = w->prev;
+	w->next = w->prev = NULL;
+}
+
+struct tb_gate_waiter *tb_gate_release(struct tb_gate *g)
+{
+	struct tb_gate_waiter *w = NULL;
+
+	atomic_fetch_sub(&g->leased, 1);
+	/* seq_cst pair with tb_gate_enqueue: it raises pending then reads leased. */
+	if (atomic_load(&g->pending) == 0)
+		return NULL;
+	pthread_mutex_lock(&g->lock);
+	if (g->head != NULL && take_free_slot(g)) {
+		w = g->head;
+		unlink_waiter(g, w);
+		atomic_fetch_sub(&g->pending, 1);
+		atomic_fetch_add_explicit(&g->acquired, 1, memory_order_relaxed);
+		atomic_store(&w->granted, 1);
+	}
+	pthread_mutex_unlock(&g->lock);
+	return w;
+}
+
+bool tb_gate_cancel(struct tb_gate *g, struct tb_gate_waiter *w)
+{
+	bool removed = false;
+
+	pthread_mutex_lock(&g->lock);
+	if (!atomic_load(&w->granted)) {
+		unlink_waiter(g, w);
+		atomic_fetch_sub(&g->pending, 1);
+		removed = true;
+	}
+	pthread_mutex_unlock(&g->lock);
+	return removed;
+}
+
+void tb_gate_fork_child(struct tb_gate *g)
+{
+	pthread_mutex_init(&g->lock, NULL);
+	g->head = g->tail = NULL;
+	atomic_store(&g->pending, 0);
+}
+
+struct tb_expiry tb_gate_wait_bound(int64_t now, int64_t acquire_ns, int64_t call_deadline)
+{
+	int64_t at = TB_NEVER;
+
+	if (acquire_ns > 0 && now < TB_NEVER - acquire_ns)
+		at = now + acquire_ns;
+	return tb_expiry_pick(TB_PHASE_GATE, at, call_deadline);
+}

@@ -1,0 +1,69 @@
+/* gate.h - the per-destination gate: at most `max` open sockets, waiters served in arrival
+ * order, a bounded queue. The state machine only; waiting and waking live in gates.c. */
+#ifndef TB_GATE_H
+#define TB_GATE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dest.h"
+#include "phase.h"
+
+/* One caller waiting at a full gate; lives on the caller's stack while it waits. */
+struct tb_gate_waiter {
+	struct tb_gate_waiter *next;
+	struct tb_gate_waiter *prev;
+	atomic_uint granted; /* 0 while waiting, 1 once a slot was handed over (a futex word) */
+};
+
+struct tb_gate {
+	struct tb_dest dest;
+	int max;          /* slots */
+	int max_pending;  /* waiters allowed; 0: no limit */
+	atomic_int leased;
+	atomic_int pending;
+	pthread_mutex_t lock; /* the queue; never held across a wait or a system call */
+	struct tb_gate_waiter *head, *tail;
+	atomic_ulong acquired, timed_out, rejected;
+};
+
+enum tb_gate_result { TB_GATE_TOOK, TB_GATE_QUEUED, TB_GATE_REJECTED };
+
+void tb_gate_init(struct tb_gate *g, const struct tb_dest *d, int max, int max_pending);
+
+/*
+ * The fast path: takes a slot when one is free and nobody waits (waiters come first).
+ * Lock-free, no system call. Returns true when a slot was taken.
+ */
+bool tb_gate_try_acquire(struct tb_gate *g);
+
+/*
+ * The slow path, after tb_gate_try_acquire failed: takes a free slot if the queue is empty,
+ * otherwise queues w at the tail (TB_GATE_QUEUED: wait until w->granted or cancel), or
+ * refuses when max_pending callers already wait.
+ */
+enum tb_gate_result tb_gate_enqueue(struct tb_gate *g, struct tb_gate_waiter *w);
+
+/*
+ * Gives a slot back. When somebody waits, the slot passes straight to the oldest waiter,
+ * which is returned (the caller wakes exactly that one); NULL otherwise.
+ * Without waiters this is one atomic decrement and a load: no lock, no system call.
+ */
+struct tb_gate_waiter *tb_gate_release(struct tb_gate *g);
+
+/* A waiter gives up (timeout, signal). Returns true when it was removed from the queue;
+ * false when a slot had already been handed to it (it then owns the slot). */
+bool tb_gate_cancel(struct tb_gate *g, struct tb_gate_waiter *w);
+
+/* Re-initialises the queue in a forked child: the waiting threads did not survive. */
+void tb_gate_fork_child(struct tb_gate *g);
+
+/*
+ * How long a caller may wait at `now`: until acquire_ns (0: unbounded) has passed, or the
+ * call's deadline, whichever is first (phase TB_PHASE_GATE or TB_PHASE_DEADLINE).
+ */
+struct tb_expiry tb_gate_wait_bound(int64_t now, int64_t acquire_ns, int64_t call_deadline);
+
+#endif

@@ -1,0 +1,171 @@
+/* gates.c - the table of gates and the wait at a full one.
+ * Lookup is lock-free (open addressing over atomic pointers, insert under a mutex: only the
+ * first connect to a destination takes it). Waiting is a futex on the waiter's own word, so
+ * a release wakes exactly the thread it hands the slot to. */
+#include "gates.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "log.h"
+
+#define TABLE_SIZE 4096 /* destinations with a gate, per process */
+
+static _Atomic(struct tb_gate *) table[TABLE_SIZE];
+static pthread_mutex_t insert_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned hash_dest(const struct tb_dest *d)
+{
+	uint32_t h = 2166136261u;
+	const uint8_t *p = d->addr;
+
+	for (int i = 0; i < (d->family == AF_INET ? 4 : 16); i++)
+		h = (h ^ p[i]) * 16777619u;
+	h = (h ^ d->port) * 16777619u;
+	return h & (TABLE_SIZE - 1);
+}
+
+struct tb_gate *tb_gates_get(const struct tb_dest *d, const struct tb_settings *set)
+{
+	unsigned i = hash_dest(d);
+	struct tb_gate *g = NULL;
+
+	for (unsigned n = 0; n < TABLE_SIZE; n++, i = (i + 1) & (TABLE_SIZE - 1)) {
+		g = atomic_load_explicit(&table[i], memory_order_acquire);
+		if (g == NULL)
+			break;
+		if (tb_dest_equal(&g->dest, d))
+			return g;
+	}
+	pthread_mutex_lock(&insert_lock);
+	i = hash_dest(d);
+	for (unsigned n = 0; n < TABLE_SIZE; n++, i = (i + 1) & (TABLE_SIZE - 1)) {
+		g = atomic_load_explicit(&table[i], memory_order_acquire);
+		if (g != NULL && tb_dest_equal(&g->dest, d))
+			goto out;
+		if (g == NULL) {
+			g = malloc(sizeof(*g));
+			if (g != NULL) {
+				tb_gate_init(g, d, set->max_conns, set->max_pending);
+				atomic_store_explicit(&table[i], g, memory_order_release);
+			}
+			goto out;
+		}
+	}
+	g = NULL;
+out:
+	pthread_mutex_unlock(&insert_lock);
+	return g;
+}
+
+/* Waits while *word == 0, until `at` (absolute CLOCK_MONOTONIC, TB_NEVER: no bound).
+ * Returns 0 when woken or the word changed, or the errno of the wait (ETIMEDOUT, EINTR). */
+static int futex_wait(atomic_uint *word, int64_t at)
+{
+	struct timespec ts, *tsp = NULL;
+
+	if (at != TB_NEVER) {
+		ts.tv_sec = at / TB_NS_PER_S;
+		ts.tv_nsec = at % TB_NS_PER_S;
+		tsp = &ts;
+	}
+	if (syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, 0, tsp, NULL,
+		    FUTEX_BITSET_MATCH_ANY) == 0)
+		return 0;
+	return errno == EAGAIN ? 0 : errno;
+}
+
+int tb_gates_acquire(struct tb_gate *g, const struct tb_settings *set, bool nonblock, int fd,
+		     int64_t call_start, int64_t call_deadline, enum tb_phase *phase)
+{
+	struct tb_gate_waiter w;
+	struct tb_expiry bound;
+	int64_t begin;
+	int err;
+
+	if (tb_gate_try_acquire(g))
+		return 0;
+	if (nonblock && set->gate_nonblocking == TB_GATE_NB_FAIL) {
+		atomic_fetch_add_explicit(&g->rejected, 1, memory_order_relaxed);
+		tb_log_reject(TB_PHASE_GATE, &g->dest, fd, "full");
+		errno = EAGAIN;
+		return -1;
+	}
+	switch (tb_gate_enqueue(g, &w)) {
+	case TB_GATE_TOOK:
+		return 0;
+	case TB_GATE_REJECTED:
+		tb_log_reject(TB_PHASE_GATE, &g->dest, fd, "max_pending");
+		errno = EAGAIN;
+		return -1;
+	case TB_GATE_QUEUED:
+		break;
+	}
+	begin = tb_now();
+	bound = tb_gate_wait_bound(begin, set->acquire_ns, call_deadline);
+	for (;;) {
+		if (atomic_load(&w.granted))
+			return 0;
+		err = futex_wait(&w.granted, bound.at);
+		if (atomic_load(&w.granted))
+			return 0;
+		if (err == ETIMEDOUT && tb_now() < bound.at)
+			continue; /* a clock edge: never give up early */
+		if (err != ETIMEDOUT && err != EINTR)
+			continue;
+		if (!tb_gate_cancel(g, &w))
+			return 0; /* the slot was handed over as we gave up: keep it */
+		if (err == EINTR) {
+			errno = EINTR;
+			return -1;
+		}
+		atomic_fetch_add_explicit(&g->timed_out, 1, memory_order_relaxed);
+		*phase = bound.phase;
+		if (bound.phase == TB_PHASE_DEADLINE)
+			tb_log_timeout(TB_PHASE_DEADLINE, &g->dest, fd, tb_now() - call_start,
+				       call_deadline - call_start, 0);
+		else
+			tb_log_timeout(TB_PHASE_GATE, &g->dest, fd, tb_now() - begin,
+				       set->acquire_ns, 0);
+		errno = ETIMEDOUT;
+		return -1;
+	}
+}
+
+void tb_gates_release(struct tb_gate *g)
+{
+	struct tb_gate_waiter *w = tb_gate_release(g);
+
+	/* The waiter may already have seen `granted` and returned, its stack reused: a wake
+	 * on that address is at worst a spurious wake-up, which every futex user tolerates. */
+	if (w != NULL)
+		syscall(SYS_futex, &w->granted, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+}
+
+void tb_gates_fork_child(void)
+{
+	pthread_mutex_init(&insert_lock, NULL);
+	for (unsigned i = 0; i < TABLE_SIZE; i++) {
+		struct tb_gate *g = atomic_load(&table[i]);
+
+		if (g != NULL)
+			tb_gate_fork_child(g);
+	}
+}
+
+void tb_gates_summary(void)
+{
+	for (unsigned i = 0; i < TABLE_SIZE; i++) {
+		struct tb_gate *g = atomic_load(&table[i]);
+
+		if (g != NULL)
+			tb_log_gate(&g->dest, atomic_load(&g->leased), atomic_load(&g->pending),
+				    g->max, atomic_load(&g->acquired), atomic_load(&g->timed_out),
+				    atomic_load(&g->rejected));
+	}
+}

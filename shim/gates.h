@@ -1,0 +1,39 @@
+/* gates.h - this process's gates, one per destination: lookup, the bounded wait, release.
+ * The state machine is gate.c; this file adds the table, the futex wait and the log. */
+#ifndef TB_GATES_H
+#define TB_GATES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dest.h"
+#include "gate.h"
+#include "settings.h"
+
+/* The gate of destination d, created on first use with set's size. NULL when the table is
+ * full or memory is short (the destination then goes ungated rather than failing). */
+struct tb_gate *tb_gates_get(const struct tb_dest *d, const struct tb_settings *set);
+
+/*
+ * Takes a slot for a connect on fd, waiting at most until the bound of tb_gate_wait_bound
+ * (acquire_timeout, the call's deadline). A non-blocking connect waits too, unless
+ * gate_nonblocking = fail. Returns 0 with a slot held. Otherwise -1 with errno:
+ * ETIMEDOUT (the wait ran out; *phase says whether acquire_timeout or the deadline bound
+ * it; logged as event=timeout), EAGAIN (refused at once: the queue is full, or a
+ * non-blocking connect with gate_nonblocking = fail; logged as event=reject), or EINTR (a
+ * signal handler ran: the program's own alarm-based timeouts keep working).
+ */
+int tb_gates_acquire(struct tb_gate *g, const struct tb_settings *set, bool nonblock, int fd,
+		     int64_t call_start, int64_t call_deadline, enum tb_phase *phase);
+
+/* Gives a slot back, waking exactly the oldest waiter if there is one. */
+void tb_gates_release(struct tb_gate *g);
+
+/* Forked child: the waiting threads did not survive; empty every queue. */
+void tb_gates_fork_child(void);
+
+/* One event=gate line per destination (leased, pending, max, acquired, timed_out,
+ * rejected): printed at exit when TIMEBOX_LOG_LEVEL=info. */
+void tb_gates_summary(void);
+
+#endif
