@@ -7,12 +7,14 @@
 #include <sys/resource.h>
 
 #define FD_CAP_MAX (1 << 20)
-#define INTERNAL_MAX 4
 
 _Atomic(struct tb_sock *) *tb_fdtab;
 atomic_int tb_fd_cap;
 atomic_int tb_fd_hiwater = -1;
-static atomic_int internal_fds[INTERNAL_MAX] = { -1, -1, -1, -1 };
+/* One bit per fd: timebox's own fds (the log file, shared-gate slot locks). Checked only by
+ * close, close_range and dup2/dup3, never by the data path. */
+static atomic_ulong *internal_bits;
+atomic_int tb_fd_internal_hiwater = -1;
 
 int tb_fdtable_init(void)
 {
@@ -30,6 +32,10 @@ int tb_fdtable_init(void)
 	if (p == MAP_FAILED)
 		return -1;
 	tb_fdtab = p;
+	p = mmap(NULL, cap / 8 + sizeof(unsigned long), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p != MAP_FAILED)
+		internal_bits = p;
 	atomic_store(&tb_fd_cap, (int)cap);
 	return 0;
 }
@@ -57,29 +63,35 @@ struct tb_sock *tb_fd_take(int fd)
 	return atomic_exchange(&tb_fdtab[fd], NULL);
 }
 
+#define BITS (8 * sizeof(unsigned long))
+
+static bool internal_ok(int fd)
+{
+	return internal_bits != NULL && fd >= 0 &&
+	       fd < atomic_load_explicit(&tb_fd_cap, memory_order_relaxed);
+}
+
 void tb_fd_mark_internal(int fd)
 {
-	for (int i = 0; i < INTERNAL_MAX; i++) {
-		int expect = -1;
+	int hi;
 
-		if (atomic_compare_exchange_strong(&internal_fds[i], &expect, fd))
-			return;
-	}
+	if (!internal_ok(fd))
+		return;
+	atomic_fetch_or(&internal_bits[fd / BITS], 1UL << (fd % BITS));
+	hi = atomic_load(&tb_fd_internal_hiwater);
+	while (fd > hi && !atomic_compare_exchange_weak(&tb_fd_internal_hiwater, &hi, fd))
+		;
 }
 
 void tb_fd_unmark_internal(int fd)
 {
-	for (int i = 0; i < INTERNAL_MAX; i++) {
-		int expect = fd;
-
-		atomic_compare_exchange_strong(&internal_fds[i], &expect, -1);
-	}
+	if (internal_ok(fd))
+		atomic_fetch_and(&internal_bits[fd / BITS], ~(1UL << (fd % BITS)));
 }
 
 bool tb_fd_is_internal(int fd)
 {
-	for (int i = 0; i < INTERNAL_MAX; i++)
-		if (atomic_load_explicit(&internal_fds[i], memory_order_relaxed) == fd)
-			return fd >= 0;
-	return false;
+	return internal_ok(fd) &&
+	       (atomic_load_explicit(&internal_bits[fd / BITS], memory_order_relaxed) >>
+		(fd % BITS)) & 1;
 }

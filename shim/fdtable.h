@@ -12,6 +12,7 @@ struct tb_sock;
 extern _Atomic(struct tb_sock *) *tb_fdtab;
 extern atomic_int tb_fd_cap;     /* 0 until tb_fdtable_init: nothing is tracked */
 extern atomic_int tb_fd_hiwater; /* highest fd ever tracked, -1 when none */
+extern atomic_int tb_fd_internal_hiwater; /* highest fd ever marked internal, -1 when none */
 
 /* Sizes the table from RLIMIT_NOFILE (capped) and maps it. Idempotent. Returns 0 or -1. */
 int tb_fdtable_init(void);
@@ -31,7 +32,8 @@ bool tb_fd_set(int fd, struct tb_sock *s);
 /* Untracks fd and returns what it referred to (one caller wins a race to close). */
 struct tb_sock *tb_fd_take(int fd);
 
-/* Internal fds (the log file): the program's close/dup2 must not take them from us. */
+/* Internal fds (the log file, gate slot locks): the program's close, close_range and
+ * dup2 must not take them from us. */
 void tb_fd_mark_internal(int fd);
 void tb_fd_unmark_internal(int fd);
 bool tb_fd_is_internal(int fd);

@@ -77,13 +77,14 @@ static int close_span(unsigned lo, unsigned hi, int flags)
 TB_EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
 	unsigned lo = first;
-	int rc = 0;
+	int rc = 0, ihi = atomic_load(&tb_fd_internal_hiwater);
 
 	if (flags & CLOSE_RANGE_CLOEXEC)
 		return tb_real.close_range(first, last, flags); /* nothing closes before exec */
 	if (first > last)
 		return tb_real.close_range(first, last, flags);
-	for (unsigned fd = first; fd <= last && fd < (1u << 20); fd++) {
+
+	for (unsigned fd = first; ihi >= 0 && fd <= last && fd <= (unsigned)ihi; fd++) {
 		if (!tb_fd_is_internal((int)fd))
 			continue;
 		if (fd > lo && close_span(lo, fd - 1, flags) < 0)
