@@ -41,17 +41,16 @@ const struct tb_env_var tb_env_vars[] = {
 	  "warn (default: expiries and errors) or info (also a gate summary at exit)" },
 	{ "TIMEBOX_STRICT", "--strict", TB_ENV_BOOL,
 	  "refuse to run the program when a setting is bad, instead of running it unguarded" },
+	{ "TIMEBOX_CONFIG", "--config", TB_ENV_PATH,
+	  "configuration file: defaults and per-destination rules (timebox.conf(5))" },
 	{ NULL, NULL, TB_ENV_DURATION, NULL },
 };
 
 /*
- * Names that tb_env_check_unknown accepts without a table entry. The first group is
- * reserved for settings that are planned (the config file): a deployment may
- * set them ahead of the release that reads them, so they must not be called typos.
- * TIMEBOX_LIBRARY is read by the launcher alone and reaches the program through exec.
+ * Names that tb_env_check_unknown accepts without a table entry. TIMEBOX_LIBRARY is read by
+ * the launcher alone and reaches the program through exec.
  */
 static const char *const accepted_names[] = {
-	"TIMEBOX_CONFIG",
 	"TIMEBOX_LIBRARY",
 	NULL,
 };
@@ -66,6 +65,7 @@ static const char E_BOOL[] = "a switch is 1, 0, true, false, yes, no, on or off"
 static const char E_COUNT[] = "a count is a whole number from 1 to 1000000, or 0/off for none";
 static const char E_GATE_NB[] = "gate_nonblocking is wait or fail";
 static const char E_LOG_LEVEL[] = "a log level is warn or info";
+static const char E_PATH[] = "a file name is empty";
 
 const struct tb_env_var *tb_env_find(const char *key, int by_option)
 {
@@ -255,6 +255,11 @@ int tb_env_apply(struct tb_settings *s, const struct tb_env_var *var, const char
 			s->log_level = TB_LOG_LEVEL_INFO;
 		else
 			why = E_LOG_LEVEL;
+		break;
+	case TB_ENV_PATH:
+		/* Read by the config loader, not stored here: only an empty name is refused. */
+		if (value[0] == '\0')
+			why = E_PATH;
 		break;
 	}
 	if (why == NULL)

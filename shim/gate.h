@@ -11,6 +11,8 @@
 #include "dest.h"
 #include "phase.h"
 
+struct tb_shared_gate;
+
 /* One caller waiting at a full gate; lives on the caller's stack while it waits. */
 struct tb_gate_waiter {
 	struct tb_gate_waiter *next;
@@ -27,6 +29,7 @@ struct tb_gate {
 	pthread_mutex_t lock; /* the queue; never held across a wait or a system call */
 	struct tb_gate_waiter *head, *tail;
 	atomic_ulong acquired, timed_out, rejected;
+	struct tb_shared_gate *shared; /* set: slots live in the shared gate (gate_shared.c) */
 };
 
 enum tb_gate_result { TB_GATE_TOOK, TB_GATE_QUEUED, TB_GATE_REJECTED };

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "gate_shared.h"
 #include "log.h"
 
 #define TABLE_SIZE 4096 /* destinations with a gate, per process */
@@ -52,6 +53,8 @@ struct tb_gate *tb_gates_get(const struct tb_dest *d, const struct tb_settings *
 			g = malloc(sizeof(*g));
 			if (g != NULL) {
 				tb_gate_init(g, d, set->max_conns, set->max_pending);
+				if (set->gate_shared)
+					g->shared = tb_shared_gate_open(d, set);
 				atomic_store_explicit(&table[i], g, memory_order_release);
 			}
 			goto out;
@@ -81,13 +84,18 @@ static int futex_wait(atomic_uint *word, int64_t at)
 }
 
 int tb_gates_acquire(struct tb_gate *g, const struct tb_settings *set, bool nonblock, int fd,
-		     int64_t call_start, int64_t call_deadline, enum tb_phase *phase)
+		     int64_t call_start, int64_t call_deadline, enum tb_phase *phase,
+		     int *slot_fd)
 {
 	struct tb_gate_waiter w;
 	struct tb_expiry bound;
 	int64_t begin;
 	int err;
 
+	*slot_fd = -1;
+	if (g->shared != NULL)
+		return tb_shared_gate_acquire(g->shared, set, nonblock, fd, call_start,
+					      call_deadline, phase, slot_fd);
 	if (tb_gate_try_acquire(g))
 		return 0;
 	if (nonblock && set->gate_nonblocking == TB_GATE_NB_FAIL) {
@@ -137,10 +145,16 @@ int tb_gates_acquire(struct tb_gate *g, const struct tb_settings *set, bool nonb
 	}
 }
 
-void tb_gates_release(struct tb_gate *g)
+void tb_gates_release(struct tb_gate *g, int slot_fd)
 {
-	struct tb_gate_waiter *w = tb_gate_release(g);
+	struct tb_gate_waiter *w;
 
+	if (g->shared != NULL) {
+		if (slot_fd >= 0)
+			tb_shared_gate_release(g->shared, slot_fd);
+		return;
+	}
+	w = tb_gate_release(g);
 	/* The waiter may already have seen `granted` and returned, its stack reused: a wake
 	 * on that address is at worst a spurious wake-up, which every futex user tolerates. */
 	if (w != NULL)
@@ -163,9 +177,21 @@ void tb_gates_summary(void)
 	for (unsigned i = 0; i < TABLE_SIZE; i++) {
 		struct tb_gate *g = atomic_load(&table[i]);
 
-		if (g != NULL)
-			tb_log_gate(&g->dest, atomic_load(&g->leased), atomic_load(&g->pending),
-				    g->max, atomic_load(&g->acquired), atomic_load(&g->timed_out),
-				    atomic_load(&g->rejected));
+		long leased, pending;
+		unsigned long acquired, timed_out, rejected;
+
+		if (g == NULL)
+			continue;
+		if (g->shared != NULL) {
+			tb_shared_gate_counts(g->shared, &leased, &pending);
+			tb_shared_gate_stats(g->shared, &acquired, &timed_out, &rejected);
+		} else {
+			leased = atomic_load(&g->leased);
+			pending = atomic_load(&g->pending);
+			acquired = atomic_load(&g->acquired);
+			timed_out = atomic_load(&g->timed_out);
+			rejected = atomic_load(&g->rejected);
+		}
+		tb_log_gate(&g->dest, leased, pending, g->max, acquired, timed_out, rejected);
 	}
 }

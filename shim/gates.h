@@ -22,12 +22,16 @@ struct tb_gate *tb_gates_get(const struct tb_dest *d, const struct tb_settings *
  * it; logged as event=timeout), EAGAIN (refused at once: the queue is full, or a
  * non-blocking connect with gate_nonblocking = fail; logged as event=reject), or EINTR (a
  * signal handler ran: the program's own alarm-based timeouts keep working).
+ * *slot_fd is -1, or with a shared gate the fd whose lock holds the slot. It is 1 when a
+ * shared gate could not be reached and the connect goes ungated (no slot to give back).
  */
 int tb_gates_acquire(struct tb_gate *g, const struct tb_settings *set, bool nonblock, int fd,
-		     int64_t call_start, int64_t call_deadline, enum tb_phase *phase);
+		     int64_t call_start, int64_t call_deadline, enum tb_phase *phase,
+		     int *slot_fd);
 
-/* Gives a slot back, waking exactly the oldest waiter if there is one. */
-void tb_gates_release(struct tb_gate *g);
+/* Gives a slot back, waking exactly the oldest waiter if there is one. slot_fd is what
+ * tb_gates_acquire stored (-1 for a gate of this process alone). */
+void tb_gates_release(struct tb_gate *g, int slot_fd);
 
 /* Forked child: the waiting threads did not survive; empty every queue. */
 void tb_gates_fork_child(void);

@@ -110,7 +110,7 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len)
 	const struct tb_settings *set;
 	struct tb_gate *gate = NULL;
 	int64_t now, start, deadline;
-	int step, saved = errno;
+	int step, saved = errno, slot_fd = -1, got;
 
 	set = governable(fd, sa, len, &d, &ino, &nonblock);
 	if (set == NULL) {
@@ -131,7 +131,10 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len)
 	if (set->max_conns > 0 && (gate = tb_gates_get(&d, set)) != NULL) {
 		enum tb_phase phase = TB_PHASE_GATE;
 
-		if (tb_gates_acquire(gate, set, nonblock, fd, start, deadline, &phase) < 0) {
+		got = tb_gates_acquire(gate, set, nonblock, fd, start, deadline, &phase, &slot_fd);
+		if (got > 0)
+			gate = NULL; /* the shared gate is out of reach: ungated */
+		if (got < 0) {
 			int err = errno;
 
 			if (err == ETIMEDOUT) {
@@ -151,12 +154,12 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len)
 		if (s != NULL)
 			tb_sock_unref(s);
 		if (gate != NULL)
-			tb_gates_release(gate);
+			tb_gates_release(gate, slot_fd);
 		errno = saved;
 		return tb_real.connect(fd, sa, len); /* out of memory: ungoverned, not broken */
 	}
 	if (gate != NULL)
-		tb_sock_hold_slot(s, gate);
+		tb_sock_hold_slot(s, gate, slot_fd);
 	tb_sock_set_call(s, start, deadline);
 	return connect_marked(s, fd, sa, len, saved);
 }

@@ -2,6 +2,7 @@
  * the log, and keep a forked child consistent. No thread is started here (see watchdog.c). */
 #include "init.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +98,18 @@ static void init_once_fn(void)
 		return;
 	}
 	tb_log_open(&tb_cfg);
+	if (tb_cfg.gate_shared) {
+		/* Slot locks live at fds >= 512. Growing the kernel's fd table once the program
+		 * has threads costs an RCU grace period (~10 ms) inside a connect: grow it now,
+		 * while the process is still single-threaded. */
+		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC), high;
+
+		high = fd >= 0 ? tb_real.fcntl(fd, F_DUPFD_CLOEXEC, 512) : -1;
+		if (high >= 0)
+			tb_real.close(high);
+		if (fd >= 0)
+			tb_real.close(fd);
+	}
 	tb_budget_open_process(&tb_proc_budget, &tb_cfg, tb_now());
 	pthread_atfork(NULL, NULL, fork_child);
 	if (tb_cfg.log_level == TB_LOG_LEVEL_INFO)

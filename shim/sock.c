@@ -140,6 +140,7 @@ struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct 
 	atomic_store_explicit(&s->wr_outq, -1, memory_order_relaxed);
 	atomic_store_explicit(&s->wr_outq_at, 0, memory_order_relaxed);
 	s->gate = NULL;
+	s->slot_fd = -1;
 	atomic_store_explicit(&s->has_slot, false, memory_order_relaxed);
 	atomic_store(&s->state, gen << 8 | TB_ST_CONNECTING);
 	return s;
@@ -150,16 +151,17 @@ void tb_sock_ref(struct tb_sock *s)
 	atomic_fetch_add(&s->refs, 1);
 }
 
-void tb_sock_hold_slot(struct tb_sock *s, struct tb_gate *g)
+void tb_sock_hold_slot(struct tb_sock *s, struct tb_gate *g, int slot_fd)
 {
 	s->gate = g;
+	s->slot_fd = slot_fd;
 	atomic_store(&s->has_slot, true);
 }
 
 void tb_sock_release_slot(struct tb_sock *s)
 {
 	if (atomic_exchange(&s->has_slot, false))
-		tb_gates_release(s->gate);
+		tb_gates_release(s->gate, s->slot_fd);
 }
 
 void tb_sock_unref(struct tb_sock *s)

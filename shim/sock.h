@@ -49,6 +49,7 @@ struct tb_sock {
 	struct tb_side_state side[2];
 	/* the gate slot this socket holds, if any, given back once (tb_sock_release_slot) */
 	struct tb_gate *gate;
+	int slot_fd;              /* a shared gate's lock fd, or -1 */
 	atomic_bool has_slot;
 	/* watchdog bookkeeping (watchdog.c) */
 	_Atomic int64_t wd_filed_at;  /* 0: not in the watchdog's heap */
@@ -72,7 +73,7 @@ struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct 
 void tb_sock_ref(struct tb_sock *s);
 
 /* The socket holds a slot of gate g (taken in connect before the handshake). */
-void tb_sock_hold_slot(struct tb_sock *s, struct tb_gate *g);
+void tb_sock_hold_slot(struct tb_sock *s, struct tb_gate *g, int slot_fd);
 
 /* Gives the slot back, once: when the last fd is closed, or when the connect failed. */
 void tb_sock_release_slot(struct tb_sock *s);
