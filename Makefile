@@ -17,7 +17,7 @@ WARN      := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-protot
 CFLAGS    ?= -O2 -g
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DTB_VERSION='"$(VERSION)"' $(WARN) $(CFLAGS) \
              -fPIC -fvisibility=hidden -pthread -Ishim -Iinclude
-LDLIBS_LIB = -ldl -pthread
+LDLIBS_LIB = -lconfig -ldl -pthread
 ifneq ($(SANITIZE),)
 ALL_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
 SAN_LDFLAGS := -fsanitize=$(SANITIZE)
@@ -26,7 +26,7 @@ endif
 # Policy modules: pure code (no dlsym, no socket calls), unit-tested alone and shared with
 # the launcher. Runtime modules: the hooks and what they need at run time.
 POLICY_SRCS  := shim/duration.c shim/settings.c shim/env.c shim/budget.c shim/phase.c \
-                shim/dest.c shim/gate.c
+                shim/dest.c shim/gate.c shim/rules.c shim/config.c
 RUNTIME_SRCS := $(filter-out $(POLICY_SRCS) shim/launcher.c,$(wildcard shim/*.c))
 POLICY_OBJS  := $(POLICY_SRCS:shim/%.c=$(BUILD)/obj/%.o)
 RUNTIME_OBJS := $(RUNTIME_SRCS:shim/%.c=$(BUILD)/obj/%.o)
@@ -53,11 +53,11 @@ $(LIB): $(POLICY_OBJS) $(RUNTIME_OBJS)
 
 $(LAUNCHER): $(BUILD)/obj/launcher.o $(POLICY_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(SAN_LDFLAGS) -pthread -o $@ $^
+	$(CC) $(SAN_LDFLAGS) -pthread -o $@ $^ -lconfig
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(POLICY_OBJS) $(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Wno-missing-prototypes -o $@ $< $(POLICY_OBJS) $(SAN_LDFLAGS) -lcmocka
+	$(CC) $(ALL_CFLAGS) -Wno-missing-prototypes -o $@ $< $(POLICY_OBJS) $(SAN_LDFLAGS) -lcmocka -lconfig
 
 # End-to-end helpers (fault server, test clients) are ordinary programs: no sanitizer, so
 # that what is tested is the library inside an uninstrumented host. The FORTIFY client is

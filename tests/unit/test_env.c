@@ -298,7 +298,8 @@ static void test_find(void **state)
 	assert_ptr_equal(tb_env_find("TIMEBOX_READ_TIMEOUT", 0), tb_env_find("--read-timeout", 1));
 	assert_null(tb_env_find("--read-timeout", 0));
 	assert_null(tb_env_find("TIMEBOX_READ_TIMEOUT", 1));
-	assert_null(tb_env_find("TIMEBOX_CONFIG", 0));
+	assert_null(tb_env_find("TIMEBOX_LIBRARY", 0)); /* the launcher's alone */
+	assert_ptr_equal(tb_env_find("TIMEBOX_CONFIG", 0), tb_env_find("--config", 1));
 	assert_null(tb_env_find(NULL, 0));
 	for (const struct tb_env_var *v = tb_env_vars; v->name != NULL; v++) {
 		assert_ptr_equal(tb_env_find(v->name, 0), v);
