@@ -63,6 +63,7 @@ static int connect_marked(struct tb_sock *s, int fd, const struct sockaddr *sa, 
 			  int saved)
 {
 	bool blocking = !atomic_load_explicit(&s->nonblock, memory_order_relaxed);
+	uint32_t gen = TB_ST_GEN(tb_sock_word(s));
 	int64_t now, unused;
 	struct tb_expiry e;
 	int r, err;
@@ -73,7 +74,7 @@ static int connect_marked(struct tb_sock *s, int fd, const struct sockaddr *sa, 
 		now = tb_now();
 		e = tb_sock_wait_begin(s, TB_WR, fd, now);
 		if (e.at <= now) {
-			tb_sock_wait_end(s, TB_WR, now, false);
+			tb_sock_wait_end(s, TB_WR, now, false, gen);
 			tb_sock_expire(s, TB_ST_GEN(tb_sock_word(s)), TB_WR, e.phase, fd, true,
 				       now, &unused);
 			return tb_xfer_timed_out(s);
@@ -83,7 +84,7 @@ static int connect_marked(struct tb_sock *s, int fd, const struct sockaddr *sa, 
 	r = tb_real.connect(fd, sa, len);
 	err = errno;
 	if (blocking)
-		tb_sock_wait_end(s, TB_WR, tb_now(), false);
+		tb_sock_wait_end(s, TB_WR, tb_now(), false, gen);
 	if (TB_ST(tb_sock_word(s)) == TB_ST_EXPIRED) {
 		if (TB_ST_PHASE(tb_sock_word(s)) == TB_PHASE_CONNECT ||
 		    TB_ST_PHASE(tb_sock_word(s)) == TB_PHASE_DEADLINE)

@@ -28,6 +28,7 @@ struct waitset {
 		struct tb_sock *s;
 		int fd;
 		int index; /* in the pollfd array; -1 for select */
+		uint32_t gen;
 		bool rd, wr;
 	} e[WAITSET_MAX];
 };
@@ -54,6 +55,7 @@ static void mark(struct waitset *ws, struct tb_sock *s, int fd, int index, bool 
 	ws->e[k].s = s;
 	ws->e[k].fd = fd;
 	ws->e[k].index = index;
+	ws->e[k].gen = TB_ST_GEN(w);
 	ws->e[k].rd = false;
 	ws->e[k].wr = false;
 	for (int side = TB_RD; side <= TB_WR; side++) {
@@ -69,7 +71,7 @@ static void mark(struct waitset *ws, struct tb_sock *s, int fd, int index, bool 
 				ws->e[k].wr = true;
 			continue;
 		}
-		tb_sock_wait_end(s, (enum tb_side)side, now, false);
+		tb_sock_wait_end(s, (enum tb_side)side, now, false, TB_ST_GEN(w));
 		if (side == TB_RD && tb_sock_rd_ready(fd))
 			continue;
 		tb_sock_expire(s, TB_ST_GEN(w), (enum tb_side)side, e.phase, fd, true, now,
@@ -83,9 +85,9 @@ static void unmark(struct waitset *ws, const struct pollfd *fds, int64_t now)
 		struct tb_sock *s = ws->e[k].s;
 
 		if (ws->e[k].rd)
-			tb_sock_wait_end(s, TB_RD, now, false);
+			tb_sock_wait_end(s, TB_RD, now, false, ws->e[k].gen);
 		if (ws->e[k].wr)
-			tb_sock_wait_end(s, TB_WR, now, false);
+			tb_sock_wait_end(s, TB_WR, now, false, ws->e[k].gen);
 		if (fds != NULL && ws->e[k].index >= 0) {
 			short re = fds[ws->e[k].index].revents;
 

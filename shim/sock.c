@@ -248,10 +248,13 @@ struct tb_expiry tb_sock_wait_begin(struct tb_sock *s, enum tb_side side, int fd
 	return e;
 }
 
-void tb_sock_wait_end(struct tb_sock *s, enum tb_side side, int64_t now, bool progress)
+void tb_sock_wait_end(struct tb_sock *s, enum tb_side side, int64_t now, bool progress,
+		      uint32_t gen)
 {
 	struct tb_side_state *sd = &s->side[side];
 
+	if (TB_ST_GEN(tb_sock_word(s)) != gen)
+		return;
 	if (atomic_fetch_sub(&sd->waiters, 1) != 1)
 		return;
 	if (progress) {

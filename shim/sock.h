@@ -103,8 +103,11 @@ struct tb_expiry tb_sock_expiry(struct tb_sock *s, enum tb_side side);
  */
 struct tb_expiry tb_sock_wait_begin(struct tb_sock *s, enum tb_side side, int fd, int64_t now);
 
-/* The wait ends at `now`; with `progress` bytes moved (the silence count restarts). */
-void tb_sock_wait_end(struct tb_sock *s, enum tb_side side, int64_t now, bool progress);
+/* The wait ends at `now`; with `progress` bytes moved (the silence count restarts). `gen` is
+ * the generation the wait began on: a socket closed under a blocked reader (and perhaps
+ * reused) is not touched. */
+void tb_sock_wait_end(struct tb_sock *s, enum tb_side side, int64_t now, bool progress,
+		      uint32_t gen);
 
 /* Bytes moved on `side` outside a wait. Sent bytes start the first_byte phase. */
 void tb_sock_progress(struct tb_sock *s, enum tb_side side);

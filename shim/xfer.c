@@ -69,6 +69,7 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
 	x->s = s;
 	x->fd = fd;
 	x->side = side;
+	x->gen = TB_ST_GEN(w);
 	x->waited = false;
 	x->sigpipe = false;
 	x->saved_errno = errno;
@@ -100,7 +101,7 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
 		return 0;
 	}
 	/* The wait begins after its expiry: fail at once, unless the data is already here. */
-	tb_sock_wait_end(s, side, now, false);
+	tb_sock_wait_end(s, side, now, false, x->gen);
 	if (side == TB_RD && tb_sock_rd_ready(fd)) {
 		errno = x->saved_errno;
 		return 0;
@@ -115,6 +116,8 @@ ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r)
 	const struct tb_settings *set;
 	int err = errno;
 
+	if (s != NULL && TB_ST_GEN(tb_sock_word(s)) != x->gen)
+		s = NULL; /* closed (and perhaps reused) while we were in the call */
 	if (s == NULL) {
 		if (r < 0 && err == EPIPE && x->sigpipe)
 			raise(SIGPIPE);
@@ -124,7 +127,7 @@ ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r)
 	set = atomic_load_explicit(&s->set, memory_order_relaxed);
 	if (r > 0) {
 		if (x->waited)
-			tb_sock_wait_end(s, x->side, 0, true);
+			tb_sock_wait_end(s, x->side, 0, true, x->gen);
 		tb_sock_progress(s, x->side);
 		tb_sock_set_open(s);
 		if (x->side == TB_RD)
@@ -133,7 +136,7 @@ ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r)
 		return r;
 	}
 	if (x->waited)
-		tb_sock_wait_end(s, x->side, tb_now(), false);
+		tb_sock_wait_end(s, x->side, tb_now(), false, x->gen);
 	if (TB_ST(tb_sock_word(s)) == TB_ST_EXPIRED)
 		return tb_xfer_timed_out(s);
 	if (r == 0) {

@@ -4,6 +4,7 @@
 #define TB_XFER_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "sock.h"
@@ -12,6 +13,7 @@ struct tb_xfer {
 	struct tb_sock *s; /* NULL: pass the result through untouched */
 	int fd;
 	enum tb_side side;
+	uint32_t gen;      /* the socket's generation at begin: it may be closed under us */
 	bool waited;
 	bool sigpipe;      /* the program's send would raise SIGPIPE (no MSG_NOSIGNAL of its own) */
 	int saved_errno;
