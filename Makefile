@@ -47,9 +47,17 @@ $(BUILD)/obj/%.o: shim/%.c $(wildcard shim/*.h include/*.h) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
-$(LIB): $(POLICY_OBJS) $(RUNTIME_OBJS)
+# Only the hooks are exported: the version script lists every TB_EXPORT function (and hides
+# even the linker's _edata/_end/__bss_start).
+$(BUILD)/exports.map: $(RUNTIME_SRCS)
 	@mkdir -p $(dir $@)
-	$(CC) -shared $(SAN_LDFLAGS) -Wl,-z,defs -Wl,-soname,libtimebox.so -o $@ $^ $(LDLIBS_LIB)
+	@{ echo '{ global:'; grep -ho 'TB_EXPORT[^(]*(' $(RUNTIME_SRCS) | \
+	   sed 's/($$//; s/.*[ *]//; s/$$/;/'; echo 'local: *; };'; } > $@
+
+$(LIB): $(POLICY_OBJS) $(RUNTIME_OBJS) $(BUILD)/exports.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(SAN_LDFLAGS) -Wl,-z,defs -Wl,-soname,libtimebox.so \
+		-Wl,--version-script=$(BUILD)/exports.map -o $@ $(POLICY_OBJS) $(RUNTIME_OBJS) $(LDLIBS_LIB)
 
 $(LAUNCHER): $(BUILD)/obj/launcher.o $(POLICY_OBJS)
 	@mkdir -p $(dir $@)

@@ -1,0 +1,26 @@
+"""The library exports the hooked names and nothing else (STYLE: `nm -D` shows no internals)."""
+
+import subprocess
+
+import lib
+
+HOOKS = {
+    "read", "write", "readv", "writev", "recv", "send", "recvfrom", "sendto", "recvmsg",
+    "sendmsg", "poll", "ppoll", "select", "pselect", "connect", "socket", "accept",
+    "accept4", "getsockopt", "close", "close_range", "dup", "dup2", "dup3", "fcntl",
+    "fcntl64", "ioctl", "fclose", "__read_chk", "__recv_chk", "__recvfrom_chk",
+    "__poll_chk", "__ppoll_chk",
+}
+# Name resolution hooks that teach hostname rules which addresses a name stands for.
+RESOLVE = {"getaddrinfo", "gethostbyname", "gethostbyname2", "gethostbyname_r",
+           "gethostbyname2_r"}
+
+
+def test_only_hooks_are_exported():
+    out = subprocess.run(["nm", "-D", "--defined-only", lib.LIB], capture_output=True,
+                         text=True, check=True).stdout
+    names = {line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()}
+    unexpected = names - HOOKS - RESOLVE
+    assert not unexpected, "exported beyond the hooks: %s" % sorted(unexpected)
+    missing = HOOKS - names
+    assert not missing, "hooks not exported: %s" % sorted(missing)
