@@ -103,6 +103,21 @@ static void start(struct line *l, const char *event)
 	put(l, event);
 }
 
+/* "timebox: event=E phase=P dest=D fd=F": the head of every line about one socket. */
+static void start_socket_event(struct line *l, const char *event, enum tb_phase phase,
+			       const struct tb_dest *d, int fd)
+{
+	char dest[TB_DEST_STRLEN];
+
+	start(l, event);
+	put(l, " phase=");
+	put(l, tb_phase_name(phase));
+	put(l, " dest=");
+	put(l, tb_dest_format(d, dest, sizeof(dest)));
+	put(l, " fd=");
+	put_i64(l, fd);
+}
+
 static void put_ms(struct line *l, const char *key, int64_t ns)
 {
 	put(l, key);
@@ -149,15 +164,8 @@ void tb_log_timeout(enum tb_phase phase, const struct tb_dest *d, int fd, int64_
 		    int64_t limit_ns, int tid)
 {
 	struct line l;
-	char dest[TB_DEST_STRLEN];
 
-	start(&l, "timeout");
-	put(&l, " phase=");
-	put(&l, tb_phase_name(phase));
-	put(&l, " dest=");
-	put(&l, tb_dest_format(d, dest, sizeof(dest)));
-	put(&l, " fd=");
-	put_i64(&l, fd);
+	start_socket_event(&l, "timeout", phase, d, fd);
 	put_ms(&l, " elapsed_ms=", elapsed_ns);
 	put_ms(&l, " limit_ms=", limit_ns);
 	put_ids(&l, tid);
@@ -167,15 +175,8 @@ void tb_log_timeout(enum tb_phase phase, const struct tb_dest *d, int fd, int64_
 void tb_log_reject(enum tb_phase phase, const struct tb_dest *d, int fd, const char *reason)
 {
 	struct line l;
-	char dest[TB_DEST_STRLEN];
 
-	start(&l, "reject");
-	put(&l, " phase=");
-	put(&l, tb_phase_name(phase));
-	put(&l, " dest=");
-	put(&l, tb_dest_format(d, dest, sizeof(dest)));
-	put(&l, " fd=");
-	put_i64(&l, fd);
+	start_socket_event(&l, "reject", phase, d, fd);
 	put(&l, " reason=");
 	put_value(&l, reason);
 	put_ids(&l, 0);

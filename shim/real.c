@@ -86,44 +86,23 @@ BOOT(int, fclose, (FILE *f), (f), (errno = EAGAIN, EOF))
 /* fcntl and ioctl are variadic; their third argument is an int or a pointer, which the
  * x86-64 and aarch64 ABIs pass in the same register, so forwarding it as a pointer works
  * (socket_wrapper and libfaketime do the same). */
-static int boot_fcntl(int fd, int cmd, ...)
-{
-	va_list ap;
-	void *arg;
+#define VBOOT(name, type2, sysno)                                                           \
+	static int boot_##name(int fd, type2 req, ...)                                      \
+	{                                                                                   \
+		va_list ap;                                                                 \
+		void *arg;                                                                  \
+                                                                                            \
+		va_start(ap, req);                                                          \
+		arg = va_arg(ap, void *);                                                   \
+		va_end(ap);                                                                 \
+		if (tb_real_bind() == 0)                                                    \
+			return tb_real.name(fd, req, arg);                                  \
+		return (int)syscall(sysno, fd, req, arg);                                   \
+	}
 
-	va_start(ap, cmd);
-	arg = va_arg(ap, void *);
-	va_end(ap);
-	if (tb_real_bind() == 0)
-		return tb_real.fcntl(fd, cmd, arg);
-	return (int)syscall(SYS_fcntl, fd, cmd, arg);
-}
-
-static int boot_fcntl64(int fd, int cmd, ...)
-{
-	va_list ap;
-	void *arg;
-
-	va_start(ap, cmd);
-	arg = va_arg(ap, void *);
-	va_end(ap);
-	if (tb_real_bind() == 0)
-		return tb_real.fcntl64(fd, cmd, arg);
-	return (int)syscall(SYS_fcntl, fd, cmd, arg);
-}
-
-static int boot_ioctl(int fd, unsigned long req, ...)
-{
-	va_list ap;
-	void *arg;
-
-	va_start(ap, req);
-	arg = va_arg(ap, void *);
-	va_end(ap);
-	if (tb_real_bind() == 0)
-		return tb_real.ioctl(fd, req, arg);
-	return (int)syscall(SYS_ioctl, fd, req, arg);
-}
+VBOOT(fcntl, int, SYS_fcntl)
+VBOOT(fcntl64, int, SYS_fcntl)
+VBOOT(ioctl, unsigned long, SYS_ioctl)
 
 struct tb_real tb_real = {
 	.read = boot_read, .write = boot_write, .readv = boot_readv, .writev = boot_writev,
