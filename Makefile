@@ -26,8 +26,10 @@ endif
 # Policy modules: pure code (no dlsym, no socket calls), unit-tested alone and shared with
 # the launcher. Runtime modules: the hooks and what they need at run time.
 POLICY_SRCS  := shim/duration.c shim/settings.c shim/env.c shim/budget.c shim/phase.c \
-                shim/dest.c shim/gate.c shim/rules.c shim/config.c
-RUNTIME_SRCS := $(filter-out $(POLICY_SRCS) shim/launcher.c,$(wildcard shim/*.c))
+                shim/dest.c shim/gate.c shim/rules.c shim/config.c \
+                shim/names.c
+LAUNCHER_SRCS := shim/launcher.c shim/check.c shim/target.c
+RUNTIME_SRCS := $(filter-out $(POLICY_SRCS) $(LAUNCHER_SRCS),$(wildcard shim/*.c))
 POLICY_OBJS  := $(POLICY_SRCS:shim/%.c=$(BUILD)/obj/%.o)
 RUNTIME_OBJS := $(RUNTIME_SRCS:shim/%.c=$(BUILD)/obj/%.o)
 
@@ -59,7 +61,7 @@ $(LIB): $(POLICY_OBJS) $(RUNTIME_OBJS) $(BUILD)/exports.map
 	$(CC) -shared $(SAN_LDFLAGS) -Wl,-z,defs -Wl,-soname,libtimebox.so \
 		-Wl,--version-script=$(BUILD)/exports.map -o $@ $(POLICY_OBJS) $(RUNTIME_OBJS) $(LDLIBS_LIB)
 
-$(LAUNCHER): $(BUILD)/obj/launcher.o $(POLICY_OBJS)
+$(LAUNCHER): $(LAUNCHER_SRCS:shim/%.c=$(BUILD)/obj/%.o) $(POLICY_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_LDFLAGS) -pthread -o $@ $^ -lconfig
 

@@ -116,6 +116,11 @@ char *tb_dest_format(const struct tb_dest *d, char *buf, size_t len)
 		at = put_str(buf, len, at, "[");
 		at = put_ipv6(buf, len, at, d->addr);
 		at = put_str(buf, len, at, "]");
+	} else if (d->family == AF_UNIX) {
+		/* Only a hash of the path is kept; the rule that matched names the path. */
+		at = put_str(buf, len, at, "unix");
+		buf[at] = '\0';
+		return buf;
 	} else {
 		at = put_str(buf, len, at, "-");
 		buf[at] = '\0';

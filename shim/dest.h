@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 
 struct tb_dest {
-	uint16_t family; /* AF_INET, AF_INET6, or 0 when unknown */
+	uint16_t family; /* AF_INET, AF_INET6, AF_UNIX (addr: a hash of the path), or 0 */
 	uint16_t port;   /* host byte order */
 	uint8_t addr[16];
 };

@@ -7,6 +7,7 @@
 
 #include "budget.h"
 #include "clock.h"
+#include "configure.h"
 #include "fdtable.h"
 #include "gates.h"
 #include "hooks.h"
@@ -28,20 +29,23 @@ static void forget_stale(int fd)
 
 /*
  * Decides whether fd, about to connect to sa, is governed: a SOCK_STREAM socket to an
- * AF_INET/AF_INET6 address, with some limit configured for it. Returns the settings that
+ * AF_INET/AF_INET6 address (or an AF_UNIX one a rule names), with some limit configured for
+ * it by the rule that matches (first match wins) or the defaults. Returns the settings that
  * govern it (immutable, owned by the configuration) and fills *d, *ino and *nonblock;
  * NULL when the socket is left alone.
  */
 static const struct tb_settings *governable(int fd, const struct sockaddr *sa, socklen_t len,
 					    struct tb_dest *d, uint64_t *ino, bool *nonblock)
 {
+	const struct tb_settings *set;
 	int type = 0, fl;
 	socklen_t tl = sizeof(type);
 	struct stat st;
 
 	if (!atomic_load_explicit(&tb_governing, memory_order_relaxed))
 		return NULL;
-	if (tb_dest_from_sockaddr(d, sa, len) < 0)
+	set = tb_configure_governing(sa, len, d);
+	if (set == NULL)
 		return NULL;
 	if (tb_real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_STREAM)
 		return NULL;
@@ -52,7 +56,7 @@ static const struct tb_settings *governable(int fd, const struct sockaddr *sa, s
 		return NULL;
 	*ino = (uint64_t)st.st_ino;
 	*nonblock = (fl & O_NONBLOCK) != 0;
-	return &tb_cfg;
+	return set;
 }
 
 /*

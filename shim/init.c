@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "configure.h"
 #include "env.h"
 #include "fdtable.h"
 #include "gates.h"
@@ -73,7 +74,7 @@ static void init_once_fn(void)
 {
 	const char *strict_text = getenv("TIMEBOX_STRICT");
 	struct tb_settings scratch;
-	bool strict = false;
+	bool strict = false, file_strict;
 	int errors;
 
 	tb_real_bind();
@@ -88,9 +89,10 @@ static void init_once_fn(void)
 		strict = scratch.strict;
 	errors = tb_env_load(&tb_cfg, get_env, NULL, report, &strict);
 	errors += tb_env_check_unknown(environ, report, &strict);
-	if (errors > 0 && (strict || tb_cfg.strict))
+	errors += tb_configure(&tb_cfg, strict || tb_cfg.strict, &file_strict);
+	if (errors > 0 && (strict || tb_cfg.strict || file_strict))
 		_exit(2);
-	if (!tb_settings_any_limit(&tb_cfg))
+	if (!tb_settings_any_limit(&tb_cfg) && !tb_configure_any_limit())
 		return;
 	if (tb_fdtable_init() < 0) {
 		tb_log_error("event=error what=fd_table error=\"cannot map the fd table; "

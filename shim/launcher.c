@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli.h"
+#include "config.h"
 #include "duration.h"
 #include "env.h"
 #include "settings.h"
@@ -16,9 +18,6 @@
 #define TB_VERSION "unknown"
 #endif
 
-#define EXIT_USAGE 2      /* bad command line or settings, like most CLI tools */
-#define EXIT_NOEXEC 126   /* found but could not be run, like shells */
-#define EXIT_NOTFOUND 127 /* not found, like shells */
 
 #define LIB_NAME "libtimebox.so"
 
@@ -181,6 +180,33 @@ static void report_error(void *ctx, const char *name, const char *value, const c
 	r->errors++;
 }
 
+/* The configuration file named by --config or TIMEBOX_CONFIG, or NULL. */
+static const char *config_path(const struct run_args *args)
+{
+	const struct tb_env_var *v = tb_env_find("TIMEBOX_CONFIG", 0);
+	const char *opt = args->values[v - tb_env_vars];
+
+	return opt != NULL ? opt : getenv("TIMEBOX_CONFIG");
+}
+
+/*
+ * Reads the configuration file the way the library will, printing each problem with its
+ * file and line. Any problem refuses the start: the library alone would run the program
+ * without the broken rule, which is not what the operator asked for.
+ */
+static int validate_config(const struct run_args *args)
+{
+	const char *path = config_path(args);
+	struct tb_config *c;
+	int errors;
+
+	if (path == NULL || path[0] == '\0')
+		return 0; /* an empty value is the env parser's error */
+	c = tb_cli_load(path, args->values, &errors);
+	tb_config_free(c);
+	return errors;
+}
+
 /*
  * Checks every TIMEBOX_* variable in the environment and every option value with the
  * library's own parser, printing one line per mistake. Returns the number of mistakes.
@@ -203,7 +229,7 @@ static int validate(const struct run_args *args)
 			tb_env_apply(&scratch, &tb_env_vars[i], args->values[i], report_error,
 				     &from_opt);
 	}
-	return from_env.errors + from_opt.errors;
+	return from_env.errors + from_opt.errors + validate_config(args);
 }
 
 static int is_regular_file(const char *path)
@@ -303,11 +329,21 @@ static int add_preload(const char *lib)
 	return rc == 0 ? 0 : EXIT_USAGE;
 }
 
-/* Exports the command line's values, so they beat the environment. */
+/* Exports the command line's values, so they beat the environment. The configuration file's
+ * name becomes absolute: the program may change directory before the library reads it. */
 static int export_options(const struct run_args *args)
 {
+	const char *path = config_path(args);
+	char abs[PATH_MAX];
+
+	if (path != NULL && path[0] != '\0' && path[0] != '/' && realpath(path, abs) != NULL &&
+	    setenv("TIMEBOX_CONFIG", abs, 1) != 0)
+		return EXIT_USAGE;
 	for (size_t i = 0; tb_env_vars[i].name != NULL; i++) {
-		if (args->values[i] != NULL && setenv(tb_env_vars[i].name, args->values[i], 1) != 0) {
+		if (args->values[i] == NULL ||
+		    (strcmp(tb_env_vars[i].name, "TIMEBOX_CONFIG") == 0 && path[0] != '/'))
+			continue;
+		if (setenv(tb_env_vars[i].name, args->values[i], 1) != 0) {
 			fprintf(stderr, "timebox: cannot set %s: %s\n", tb_env_vars[i].name,
 				strerror(errno));
 			return EXIT_USAGE;
@@ -359,6 +395,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "run") == 0)
 		return run(argc - 1, argv + 1);
+	if (strcmp(argv[1], "check") == 0)
+		return tb_check_main(argc - 1, argv + 1);
 	fprintf(stderr, "timebox: unknown command '%s'\n\n", argv[1]);
 	usage(stderr);
 	return EXIT_USAGE;

@@ -200,8 +200,11 @@ static void test_format_unknown(void **state)
 	/* a failed conversion leaves an unknown destination */
 	assert_int_equal(tb_dest_from_sockaddr(&d, NULL, 0), -1);
 	expect_text(&d, "-");
-	d.family = AF_UNIX;
+	d.family = AF_PACKET;
 	assert_string_equal(tb_dest_format(&d, buf, sizeof(buf)), "-");
+	/* A unix destination keeps only a hash of its path. */
+	d.family = AF_UNIX;
+	assert_string_equal(tb_dest_format(&d, buf, sizeof(buf)), "unix");
 }
 
 static void test_format_truncates(void **state)

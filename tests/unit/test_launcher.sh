@@ -63,8 +63,17 @@ out=$(TIMEBOX_DEADLINE=5 TIMEBOX_LIBRARY="$lib" "$tb" run -- true 2>&1)
 	ok || ko "bad env value: $out"
 out=$(TIMEBOX_READ_TIMOUT=1s TIMEBOX_LIBRARY="$lib" "$tb" run -- true 2>&1)
 [ $? = 2 ] && grep -q 'did you mean TIMEBOX_READ_TIMEOUT' <<<"$out" && ok || ko "typo: $out"
-TIMEBOX_CONFIG=/x TIMEBOX_MAX_CONNS=5 TIMEBOX_LIBRARY="$lib" "$tb" run -- true && ok ||
-	ko "reserved names refused"
+TIMEBOX_MAX_CONNS=5 TIMEBOX_LIBRARY="$lib" "$tb" run -- true && ok || ko "gate settings refused"
+
+# The configuration file is read before anything runs; its name reaches the program absolute.
+printf 'defaults = {\n  read_timeout = "250ms";\n};\n' > "$tmp/good.conf"
+printf 'defaults = {\n  read_timeout = 250;\n};\n' > "$tmp/bad.conf"
+out=$(cd "$tmp" && TIMEBOX_LIBRARY="$lib" "$tb" run --config good.conf -- printenv TIMEBOX_CONFIG)
+[ "$out" = "$tmp/good.conf" ] && ok || ko "--config not made absolute: $out"
+expect 2 "bad.conf:2: read_timeout = 250: a duration needs a unit" -- run --config "$tmp/bad.conf" true
+out=$(TIMEBOX_CONFIG=/nonexistent.conf TIMEBOX_LIBRARY="$lib" "$tb" run -- true 2>&1)
+[ $? = 2 ] && grep -q '^timebox: /nonexistent.conf: cannot read the file' <<<"$out" && ok ||
+	ko "missing config: $out"
 
 # Options beat the environment and reach the command; the library is appended once.
 out=$(TIMEBOX_READ_TIMEOUT=9s TIMEBOX_LIBRARY="$lib" LD_PRELOAD='' "$tb" run \

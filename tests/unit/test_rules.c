@@ -4,11 +4,13 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <arpa/inet.h>
 #include <cmocka.h>
 
+#include "names.h"
 #include "rules.h"
 
 static struct tb_dest ip(const char *addr, int port)
@@ -191,13 +193,64 @@ static void test_target_parse(void **state)
 	assert_int_equal(tb_target_parse("*:80", &d, name, &port, &why), -1);
 }
 
+static struct tb_names table; /* 64 KiB: not on the stack */
+
+static void test_learned_names(void **state)
+{
+	struct tb_dest d = ip("10.0.0.5", 8080), v6 = ip("fd00::5", 80), mapped;
+	char out[TB_NAMES_PER_ADDR][TB_NAME_MAX];
+	const char *ptrs[TB_NAMES_PER_ADDR];
+	struct tb_match m = parsed("inventory:8080");
+	struct tb_target t = { &d, NULL, ptrs, 0 };
+	char name[32];
+
+	(void)state;
+	memset(&table, 0, sizeof(table));
+	assert_int_equal(tb_names_lookup(&table, &d, out, 4), 0);
+	assert_false(tb_match_test(&m, &t));
+
+	tb_names_learn(&table, "Inventory.", AF_INET, d.addr);
+	tb_names_learn(&table, "inventory", AF_INET, d.addr); /* the same pair: kept once */
+	tb_names_learn(&table, "10.0.0.5", AF_INET, d.addr);  /* numeric: not a name */
+	tb_names_learn(&table, "other", AF_INET6, v6.addr);
+	assert_int_equal(tb_names_lookup(&table, &d, out, 4), 1);
+	assert_string_equal(out[0], "inventory");
+	t.nnames = tb_names_lookup(&table, &d, out, 4);
+	ptrs[0] = out[0];
+	assert_true(tb_match_test(&m, &t));
+
+	/* Most recent first, bounded by max. */
+	tb_names_learn(&table, "inv-alias", AF_INET, d.addr);
+	assert_int_equal(tb_names_lookup(&table, &d, out, 4), 2);
+	assert_string_equal(out[0], "inv-alias");
+	assert_int_equal(tb_names_lookup(&table, &d, out, 1), 1);
+
+	/* The port does not matter; the family does; a v4-mapped address finds the v4 name. */
+	d.port = 1;
+	assert_int_equal(tb_names_lookup(&table, &d, out, 4), 2);
+	assert_int_equal(tb_names_lookup(&table, &v6, out, 4), 1);
+	mapped = ip("::ffff:10.0.0.5", 8080);
+	assert_int_equal(tb_names_lookup(&table, &mapped, out, 4), 2);
+
+	/* Bounded: the oldest pairs are forgotten first. */
+	for (int i = 0; i < TB_NAMES_CAP; i++) {
+		struct tb_dest x = ip("192.0.2.1", 1);
+
+		x.addr[3] = (uint8_t)i;
+		snprintf(name, sizeof(name), "filler-%d", i);
+		tb_names_learn(&table, name, AF_INET, x.addr);
+	}
+	assert_int_equal(table.count, TB_NAMES_CAP);
+	assert_int_equal(tb_names_lookup(&table, &d, out, 4), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kinds),     cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_ipv4),      cmocka_unit_test(test_ipv6),
 		cmocka_unit_test(test_hostnames), cmocka_unit_test(test_unix),
-		cmocka_unit_test(test_target_parse),
+		cmocka_unit_test(test_target_parse), cmocka_unit_test(test_learned_names),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,211 @@
+/* configure.c - start-up reading of the configuration file and the per-connect rule lookup.
+ * Not on the data path: it runs once per process and once per connect. */
+#include "configure.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+
+#include "init.h"
+#include "log.h"
+#include "names.h"
+#include "rules.h"
+
+const struct tb_config *tb_conf;
+
+/* The learned names. A mutex is fine here: lookups happen in getaddrinfo and connect, which
+ * are system calls' worth of work anyway, never in read/write. */
+static struct tb_names names;
+static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#define MAX_REPORTED 16
+
+/* Errors are kept until the whole file is read: its own `strict` decides what they say. */
+struct pending {
+	int count;
+	char line[MAX_REPORTED][480];
+	const char *effect[MAX_REPORTED];
+};
+
+/* Appends a logfmt-quoted copy of v to buf. */
+static void quoted(char *buf, size_t len, const char *v)
+{
+	size_t n = strlen(buf);
+
+	if (n + 3 >= len)
+		return;
+	buf[n++] = '"';
+	for (; *v && n + 3 < len; v++) {
+		if (*v == '"' || *v == '\\')
+			buf[n++] = '\\';
+		buf[n++] = (unsigned char)*v < 0x20 ? '?' : *v;
+	}
+	buf[n++] = '"';
+	buf[n] = '\0';
+}
+
+static void keep(void *ctx, const struct tb_config_error *e)
+{
+	struct pending *p = ctx;
+	char *l;
+	size_t len = sizeof(p->line[0]);
+
+	if (p->count >= MAX_REPORTED) {
+		p->count++;
+		return;
+	}
+	l = p->line[p->count];
+	snprintf(l, len, "event=config_error file=");
+	quoted(l, len, e->file);
+	snprintf(l + strlen(l), len - strlen(l), " line=%d", e->line);
+	if (e->key != NULL) {
+		snprintf(l + strlen(l), len - strlen(l), " name=%s value=", e->key);
+		quoted(l, len, e->value != NULL ? e->value : "");
+	}
+	snprintf(l + strlen(l), len - strlen(l), " error=");
+	quoted(l, len, e->why);
+	p->effect[p->count] = e->effect;
+	p->count++;
+}
+
+static const char *get_env(const char *name, void *ctx)
+{
+	(void)ctx;
+	return getenv(name);
+}
+
+int tb_configure(struct tb_settings *cfg, bool strict, bool *strict_out)
+{
+	const char *path = getenv("TIMEBOX_CONFIG");
+	struct tb_overrides ov;
+	struct tb_config *c;
+	struct pending *p;
+	int errors = 0;
+
+	*strict_out = false;
+	if (path == NULL || path[0] == '\0')
+		return 0; /* an empty value was reported by the env parser */
+	p = calloc(1, sizeof(*p));
+	memset(&ov, 0, sizeof(ov));
+	/* Launcher options reach us as variables: for the library both are "the environment". */
+	tb_overrides_from(&ov, get_env, NULL, TB_ORIGIN_ENV);
+	c = tb_config_load(path, &ov, p != NULL ? keep : NULL, p, &errors);
+	if (c == NULL) {
+		tb_log_error("event=config_error error=\"out of memory reading the configuration\"");
+		free(p);
+		return 1;
+	}
+	*strict_out = c->defaults.set.strict;
+	strict = strict || c->defaults.set.strict;
+	for (int i = 0; p != NULL && i < p->count && i < MAX_REPORTED; i++) {
+		char body[600];
+
+		snprintf(body, sizeof(body), "%s effect=\"%s\"", p->line[i],
+			 strict ? "refusing to run (TIMEBOX_STRICT)" : p->effect[i]);
+		tb_log_error(body);
+	}
+	if (p != NULL && p->count > MAX_REPORTED) {
+		char body[120];
+
+		snprintf(body, sizeof(body), "event=config_error error=\"%d more problems\"",
+			 p->count - MAX_REPORTED);
+		tb_log_error(body);
+	}
+	free(p);
+	*cfg = c->defaults.set;
+	tb_conf = c; /* never freed: sockets keep pointers to its settings */
+	return errors;
+}
+
+bool tb_configure_any_limit(void)
+{
+	return tb_conf != NULL && tb_config_any_limit(tb_conf);
+}
+
+bool tb_configure_learning(void)
+{
+	return tb_conf != NULL && tb_conf->has_host_rules;
+}
+
+void tb_configure_learn(const char *name, int family, const void *addr)
+{
+	pthread_mutex_lock(&names_lock);
+	tb_names_learn(&names, name, family, addr);
+	pthread_mutex_unlock(&names_lock);
+}
+
+/* 128 bits of FNV-1a over the path: two unix sockets share a destination (a gate, a retry
+ * window) only when their paths are equal. */
+static void hash_path(const char *path, uint8_t out[16])
+{
+	uint64_t h1 = UINT64_C(0xcbf29ce484222325), h2 = UINT64_C(0x84222325cbf29ce4);
+
+	for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+		h1 = (h1 ^ *p) * UINT64_C(0x100000001b3);
+		h2 = (h2 ^ *p) * UINT64_C(0x100000001b3) + 1;
+	}
+	memcpy(out, &h1, 8);
+	memcpy(out + 8, &h2, 8);
+}
+
+/* The path of an AF_UNIX address ("@name" for an abstract one) into buf; -1 for an unnamed
+ * or malformed one. */
+static int unix_path(const struct sockaddr *sa, socklen_t len, char *buf, size_t size)
+{
+	const struct sockaddr_un *un = (const struct sockaddr_un *)sa;
+	size_t off = offsetof(struct sockaddr_un, sun_path), n;
+
+	if (len <= (socklen_t)off || len > (socklen_t)sizeof(*un))
+		return -1;
+	n = (size_t)len - off;
+	if (un->sun_path[0] == '\0') {
+		/* Abstract: the name is every byte after the NUL, by length. */
+		if (n < 2 || n > size - 1)
+			return -1;
+		buf[0] = '@';
+		memcpy(buf + 1, un->sun_path + 1, n - 1);
+		buf[n] = '\0';
+		return memchr(buf + 1, '\0', n - 1) == NULL ? 0 : -1;
+	}
+	n = strnlen(un->sun_path, n);
+	if (n == 0 || n >= size)
+		return -1;
+	memcpy(buf, un->sun_path, n);
+	buf[n] = '\0';
+	return 0;
+}
+
+const struct tb_settings *tb_configure_governing(const struct sockaddr *sa, socklen_t len,
+						 struct tb_dest *d)
+{
+	char found[TB_NAMES_PER_ADDR][TB_NAME_MAX], path[TB_UNIX_PATH_MAX + 1];
+	const char *ptrs[TB_NAMES_PER_ADDR];
+	struct tb_target t = { NULL, NULL, ptrs, 0 };
+
+	if (tb_conf == NULL)
+		return tb_dest_from_sockaddr(d, sa, len) == 0 ? &tb_cfg : NULL;
+	if (sa != NULL && len >= (socklen_t)sizeof(sa_family_t) && sa->sa_family == AF_UNIX) {
+		if (!tb_conf->has_unix_rules || unix_path(sa, len, path, sizeof(path)) < 0)
+			return NULL;
+		memset(d, 0, sizeof(*d));
+		d->family = AF_UNIX;
+		hash_path(path, d->addr);
+		t.unix_path = path;
+		return tb_config_governing(tb_conf, &t);
+	}
+	if (tb_dest_from_sockaddr(d, sa, len) < 0)
+		return NULL;
+	t.dest = d;
+	if (tb_conf->has_host_rules) {
+		pthread_mutex_lock(&names_lock);
+		t.nnames = tb_names_lookup(&names, d, found, TB_NAMES_PER_ADDR);
+		pthread_mutex_unlock(&names_lock);
+		for (size_t i = 0; i < t.nnames; i++)
+			ptrs[i] = found[i];
+	}
+	return tb_config_governing(tb_conf, &t);
+}

@@ -1,0 +1,284 @@
+"""The configuration file end to end: per-destination rules in one program, hostname rules
+learned from the program's own lookups, enabled = false, deadline = "off", unix: rules, and
+how a broken file is reported by the launcher, the bare library and strict mode."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import lib
+from lib import FaultServer
+
+for _name in [n for n in os.environ if n.startswith("TIMEBOX_")]:
+    del os.environ[_name]
+
+# The real interpreter: a pyenv shim would run the library in every wrapper process too.
+PYTHON = os.path.realpath(sys.executable)
+
+# A client with no timeouts of its own: one GET per argument ("host:port/path" or
+# "unix:/path"), one line per call: "<target> ok <ms>" or "<target> error <errno> <ms>".
+CLIENT = r'''
+import errno, socket, sys, time
+for target in sys.argv[1:]:
+    start = time.monotonic()
+    try:
+        if target.startswith("unix:"):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(target[5:])
+            s.sendall(b"ping\n")
+            data = s.recv(100)
+            if not data:
+                raise OSError(0, "EOF")
+        else:
+            hostport, _, path = target.partition("/")
+            host, _, port = hostport.rpartition(":")
+            s = socket.create_connection((host, int(port)))
+            s.sendall(("GET /%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path)
+                      .encode())
+            while s.recv(65536):
+                pass
+        s.close()
+        print("%s ok %.1f" % (target, (time.monotonic() - start) * 1000), flush=True)
+    except OSError as e:
+        name = errno.errorcode.get(e.errno, str(e.errno))
+        print("%s error %s %.1f" % (target, name, (time.monotonic() - start) * 1000),
+              flush=True)
+'''
+
+
+def client(targets, conf=None, env=None, wrapper=None, timeout=30):
+    """Runs CLIENT under the library; returns ({target: (result, errno, ms)}, Result)."""
+    extra = dict(env or {})
+    if conf is not None:
+        extra["TIMEBOX_CONFIG"] = conf
+    cmd = list(wrapper or []) + [PYTHON, "-c", CLIENT] + list(targets)
+    r = lib.run(cmd, env=lib.preload_env(extra), timeout=timeout)
+    out = {}
+    for line in r.stdout.splitlines():
+        parts = line.split()
+        if parts[1] == "ok":
+            out[parts[0]] = ("ok", None, float(parts[2]))
+        else:
+            out[parts[0]] = ("error", parts[2], float(parts[3]))
+    return out, r
+
+
+def write_conf(text):
+    fd, path = tempfile.mkstemp(prefix="tb-conf-", suffix=".conf")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
+
+
+def assert_cut(res, target, errname, at_least, below):
+    result, err, ms = res[target]
+    assert (result, err) == ("error", errname), (target, res[target])
+    assert at_least <= ms < below, (target, ms)
+
+
+def tb_lines(stderr):
+    return [l for l in stderr.splitlines() if l.startswith("timebox: ")]
+
+
+def test_two_destinations_two_limits():
+    with FaultServer() as a, FaultServer() as b:
+        conf = write_conf('''
+            defaults = { read_timeout = "5s"; };
+            destinations = (
+              { match = "127.0.0.1:%d"; read_timeout = "200ms"; },
+              { match = "*:%d"; read_timeout = "600ms"; }
+            );''' % (a.port, b.port))
+        try:
+            ta, tb = "127.0.0.1:%d/delay?ms=3000" % a.port, "127.0.0.1:%d/delay?ms=3000" % b.port
+            res, r = client([ta, tb], conf)
+            assert_cut(res, ta, "ETIMEDOUT", 200, 700)
+            assert_cut(res, tb, "ETIMEDOUT", 600, 1100)
+            assert len(tb_lines(r.stderr)) == 2, r
+            assert "limit_ms=200" in r.stderr and "limit_ms=600" in r.stderr, r
+        finally:
+            os.unlink(conf)
+
+
+def test_enabled_false_passes_a_stalled_call_through():
+    with FaultServer() as srv:
+        conf = write_conf('''
+            defaults = { read_timeout = "200ms"; deadline = "300ms"; };
+            destinations = ( { match = "*:%d"; enabled = false; } );''' % srv.port)
+        try:
+            t = "127.0.0.1:%d/delay?ms=1000" % srv.port
+            res, r = client([t], conf)
+            assert res[t][0] == "ok" and res[t][2] >= 1000, (res, r)
+            assert r.stderr == "", r
+        finally:
+            os.unlink(conf)
+
+
+def test_deadline_off_keeps_idle_limits():
+    with FaultServer() as srv:
+        conf = write_conf('''
+            defaults = { read_timeout = "500ms"; deadline = "300ms"; };
+            destinations = ( { match = "127.0.0.1:%d"; deadline = "off"; } );''' % srv.port)
+        try:
+            drip = "127.0.0.1:%d/drip?ms=100&n=10" % srv.port
+            stall = "127.0.0.1:%d/delay?ms=3000" % srv.port
+            res, r = client([drip, stall], conf)
+            assert res[drip][0] == "ok" and res[drip][2] >= 1000, (res, r)
+            assert_cut(res, stall, "ETIMEDOUT", 500, 1100)
+            assert "phase=first_byte" in r.stderr, r
+        finally:
+            os.unlink(conf)
+
+
+def _private_hosts(name):
+    """A command prefix that runs its command with `name` -> 127.0.0.1 in /etc/hosts, in a
+    private mount namespace, so the machine's own file is never touched; None when this
+    machine cannot do that (not root, no unshare)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return None, None
+    d = tempfile.mkdtemp(prefix="tb-hosts-")
+    hosts = os.path.join(d, "hosts")
+    with open("/etc/hosts") as f:
+        original = f.read()
+    with open(hosts, "w") as f:
+        f.write(original.rstrip("\n") + "\n127.0.0.1 %s\n" % name)
+    wrapper = ["unshare", "-m", "sh", "-c",
+               'mount --bind "$0" /etc/hosts && exec "$@"', hosts]
+    probe = subprocess.run(wrapper + ["getent", "hosts", name], capture_output=True, text=True)
+    if probe.returncode != 0 or "127.0.0.1" not in probe.stdout:
+        shutil.rmtree(d, ignore_errors=True)
+        return None, None
+    return wrapper, d
+
+
+def test_hostname_rule_learned_from_the_program_lookup():
+    name = "tb-inventory-%d" % os.getpid()
+    wrapper, tmpdir = _private_hosts(name)
+    if wrapper is None:
+        lib.skip("needs root and unshare -m to give the test its own /etc/hosts entry")
+    try:
+        with FaultServer() as srv:
+            conf = write_conf('''
+                defaults = { read_timeout = "1500ms"; };
+                destinations = ( { match = "%s:%d"; read_timeout = "200ms"; } );
+                ''' % (name, srv.port))
+            try:
+                by_name = "%s:%d/delay?ms=3000" % (name, srv.port)
+                by_addr = "127.0.0.1:%d/delay?ms=3000" % srv.port
+                res, r = client([by_name], conf, wrapper=wrapper)
+                assert_cut(res, by_name, "ETIMEDOUT", 200, 700)
+                # The same address without the name: the defaults.
+                res, r = client([by_addr], conf, wrapper=wrapper)
+                assert_cut(res, by_addr, "ETIMEDOUT", 1500, 2200)
+            finally:
+                os.unlink(conf)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+class _UnixServer:
+    """Accepts on a unix socket; answers each connection after `delay` seconds."""
+
+    def __init__(self, path, delay):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(path)
+        self.sock.listen(8)
+        self.delay = delay
+        self.conns = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(c)
+            threading.Thread(target=self._answer, args=(c,), daemon=True).start()
+
+    def _answer(self, c):
+        time.sleep(self.delay)
+        try:
+            c.sendall(b"pong\n")
+        except OSError:
+            pass
+
+
+def test_unix_rule_governs_only_the_named_socket():
+    d = tempfile.mkdtemp(prefix="tb-unix-")
+    try:
+        named, other = os.path.join(d, "app.sock"), os.path.join(d, "other.sock")
+        _UnixServer(named, 1.0)
+        _UnixServer(other, 0.6)
+        conf = write_conf('''
+            defaults = { read_timeout = "300ms"; };
+            destinations = ( { match = "unix:%s"; read_timeout = "200ms"; } );''' % named)
+        try:
+            res, r = client(["unix:" + named, "unix:" + other], conf)
+            assert_cut(res, "unix:" + named, "ETIMEDOUT", 200, 700)
+            # Not named by a rule: a unix socket is never governed, whatever the defaults say.
+            assert res["unix:" + other][0] == "ok" and res["unix:" + other][2] >= 600, res
+            assert "dest=unix" in r.stderr, r
+        finally:
+            os.unlink(conf)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+BROKEN = '''defaults = {
+  read_timeout = "200ms";
+};
+destinations = (
+  { match = "10.0.0.0/33"; read_timeout = "1s"; }
+);
+'''
+
+
+def test_broken_config_launcher_refuses():
+    conf = write_conf(BROKEN)
+    try:
+        r = lib.run([lib.LAUNCHER, "run", "--config", conf, "--", "true"],
+                    env=lib.native_env({"TIMEBOX_LIBRARY": lib.LIB}))
+        assert r.returncode == 2, r
+        assert "%s:5: match = 10.0.0.0/33: an IPv4 prefix length is 0 to 32" % conf in r.stderr, r
+        r = lib.run([lib.LAUNCHER, "run", "--config", "/nonexistent.conf", "--", "true"],
+                    env=lib.native_env({"TIMEBOX_LIBRARY": lib.LIB}))
+        assert r.returncode == 2 and "No such file or directory" in r.stderr, r
+    finally:
+        os.unlink(conf)
+
+
+def test_broken_config_bare_library_runs_the_program():
+    with FaultServer() as srv:
+        conf = write_conf(BROKEN)
+        try:
+            t = "127.0.0.1:%d/delay?ms=3000" % srv.port
+            res, r = client([t], conf)
+            lines = tb_lines(r.stderr)
+            assert len(lines) == 2, r  # the error, then the timeout under the defaults
+            assert 'line=5 name=match value="10.0.0.0/33"' in lines[0], r
+            assert 'effect="rule ignored"' in lines[0], r
+            assert_cut(res, t, "ETIMEDOUT", 200, 700)
+
+            r = lib.run([PYTHON, "-c", "print('ran')"],
+                        env=lib.preload_env({"TIMEBOX_CONFIG": conf, "TIMEBOX_STRICT": "1"}))
+            assert r.returncode == 2 and r.stdout == "", r
+            assert 'effect="refusing to run (TIMEBOX_STRICT)"' in r.stderr, r
+        finally:
+            os.unlink(conf)
+
+
+def test_environment_beats_the_file():
+    with FaultServer() as srv:
+        conf = write_conf('''
+            destinations = ( { match = "*:%d"; read_timeout = "1500ms"; } );''' % srv.port)
+        try:
+            t = "127.0.0.1:%d/delay?ms=3000" % srv.port
+            res, r = client([t], conf, env={"TIMEBOX_READ_TIMEOUT": "200ms"})
+            assert_cut(res, t, "ETIMEDOUT", 200, 700)
+        finally:
+            os.unlink(conf)
