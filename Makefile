@@ -27,7 +27,7 @@ endif
 # the launcher. Runtime modules: the hooks and what they need at run time.
 POLICY_SRCS  := shim/duration.c shim/settings.c shim/env.c shim/budget.c shim/phase.c \
                 shim/dest.c shim/gate.c shim/rules.c shim/config.c \
-                shim/names.c
+                shim/names.c shim/lint.c
 LAUNCHER_SRCS := shim/launcher.c shim/check.c shim/target.c
 RUNTIME_SRCS := $(filter-out $(POLICY_SRCS) $(LAUNCHER_SRCS),$(wildcard shim/*.c))
 POLICY_OBJS  := $(POLICY_SRCS:shim/%.c=$(BUILD)/obj/%.o)

@@ -1,11 +1,14 @@
 /* check.c - `timebox check`: the configuration file validated and linted, or one destination's
  * effective settings explained. Launcher-only; the lint rules themselves are in lint.c. */
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "duration.h"
 #include "env.h"
+#include "lint.h"
 
 void tb_cli_config_error(void *ctx, const struct tb_config_error *e)
 {
@@ -60,10 +63,368 @@ struct tb_config *tb_cli_load(const char *path, const char *const *opt_values, i
 	return c;
 }
 
+#define MAX_FINDINGS 64
+#define MAX_ERRORS 64
+
+/* Config errors kept for --format json (text mode prints them as they come). */
+struct kept_errors {
+	int count;
+	struct {
+		int line;
+		char key[64];
+		char value[128];
+		char why[240];
+	} e[MAX_ERRORS];
+};
+
+static void keep_error(void *ctx, const struct tb_config_error *e)
+{
+	struct kept_errors *k = ctx;
+
+	if (k->count < MAX_ERRORS) {
+		k->e[k->count].line = e->line;
+		snprintf(k->e[k->count].key, sizeof(k->e[0].key), "%s", e->key ? e->key : "");
+		snprintf(k->e[k->count].value, sizeof(k->e[0].value), "%s",
+			 e->value ? e->value : "");
+		snprintf(k->e[k->count].why, sizeof(k->e[0].why), "%s", e->why);
+	}
+	k->count++;
+}
+
+static void json_string(FILE *out, const char *s)
+{
+	fputc('"', out);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(out, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(out, "\\u%04x", c);
+		else
+			fputc(c, out);
+	}
+	fputc('"', out);
+}
+
+static void check_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: timebox check [--format text|json] [--inbound DURATION] [FILE]\n"
+		"       timebox check --explain DEST [FILE]\n"
+		"\n"
+		"Validates the configuration file (default: $TIMEBOX_CONFIG) and lints its budgets:\n"
+		"  no-deadline               a read timeout without a total deadline\n"
+		"  retries-exceed-deadline   first_byte x attempts longer than the deadline\n"
+		"  phases-exceed-deadline    acquire + connect + first_byte longer than the deadline\n"
+		"  phase-never-fires         a phase limit not shorter than the deadline\n"
+		"  unbounded-gate-wait       max_conns with neither acquire_timeout nor a deadline\n"
+		"  cap-vs-littles-law        max_conns far from expected_rps x expected_p99 x 1.5\n"
+		"  deadline-exceeds-inbound  a deadline not shorter than --inbound\n"
+		"--explain DEST prints the effective settings for DEST (host:port, ip:port,\n"
+		"[ipv6]:port or unix:/path) and where each one comes from.\n"
+		"\n"
+		"Exit status: 0 clean, 1 warnings, 2 errors.\n");
+}
+
+/* A setting's effective value as text, the way the file would spell it. */
+static void value_text(const struct tb_resolved *r, int f, char *buf, size_t len)
+{
+	const struct tb_settings *s = &r->set;
+	const char *k = tb_config_key(f);
+
+	if (f == TB_FIELD_ENABLED) {
+		snprintf(buf, len, "%s", r->enabled ? "true" : "false");
+		return;
+	}
+	switch (tb_env_vars[f].kind) {
+	case TB_ENV_DURATION: {
+		int64_t v = tb_settings_phase_limit(s, TB_PHASE_DEADLINE);
+
+		if (strcmp(k, "connect_timeout") == 0)
+			v = s->connect_ns;
+		else if (strcmp(k, "write_timeout") == 0)
+			v = s->write_ns;
+		else if (strcmp(k, "first_byte_timeout") == 0)
+			v = s->first_byte_ns;
+		else if (strcmp(k, "read_timeout") == 0)
+			v = s->read_ns;
+		else if (strcmp(k, "acquire_timeout") == 0)
+			v = s->acquire_ns;
+		else if (strcmp(k, "retry_window") == 0)
+			v = tb_settings_retry_window(s);
+		tb_lint_duration(v, buf, len);
+		return;
+	}
+	case TB_ENV_COUNT: {
+		int n = strcmp(k, "max_conns") == 0 ? s->max_conns : s->max_pending;
+
+		if (n > 0)
+			snprintf(buf, len, "%d", n);
+		else
+			snprintf(buf, len, "off");
+		return;
+	}
+	case TB_ENV_BOOL:
+		snprintf(buf, len, "%s",
+			 (strcmp(k, "strict") == 0 ? s->strict : s->gate_shared) ? "true" : "false");
+		return;
+	case TB_ENV_SCOPE:
+		snprintf(buf, len, "%s", s->scope == TB_SCOPE_PROCESS ? "process" : "call");
+		return;
+	case TB_ENV_ON_TIMEOUT:
+		snprintf(buf, len, "%s", s->on_timeout == TB_ON_TIMEOUT_EAGAIN ? "eagain" : "etimedout");
+		return;
+	case TB_ENV_LOG: {
+		static const char *const names[] = { "stderr", "syslog", "off", "" };
+
+		snprintf(buf, len, "%s",
+			 s->log_target == TB_LOG_FILE ? s->log_path : names[s->log_target]);
+		return;
+	}
+	case TB_ENV_GATE_NB:
+		snprintf(buf, len, "%s", s->gate_nonblocking == TB_GATE_NB_FAIL ? "fail" : "wait");
+		return;
+	case TB_ENV_LOG_LEVEL:
+		snprintf(buf, len, "%s", s->log_level == TB_LOG_LEVEL_INFO ? "info" : "warn");
+		return;
+	case TB_ENV_PATH:
+		break;
+	}
+	buf[0] = '\0';
+}
+
+static void origin_text(const struct tb_resolved *r, int f, const char *file, char *buf,
+			size_t len)
+{
+	const char *k = tb_config_key(f);
+
+	switch (r->origin[f]) {
+	case TB_ORIGIN_DEFAULTS:
+		snprintf(buf, len, "defaults (%s:%d)", file, r->line[f]);
+		return;
+	case TB_ORIGIN_RULE:
+		snprintf(buf, len, "rule (%s:%d)", file, r->line[f]);
+		return;
+	case TB_ORIGIN_ENV:
+		snprintf(buf, len, "environment (%s)", tb_env_vars[f].name);
+		return;
+	case TB_ORIGIN_OPTION:
+		snprintf(buf, len, "option (%s)", tb_env_vars[f].option);
+		return;
+	default:
+		break;
+	}
+	if (strcmp(k, "first_byte_timeout") == 0 && r->set.read_ns > 0)
+		snprintf(buf, len, "built-in: follows read_timeout");
+	else if (strcmp(k, "retry_window") == 0 && r->set.deadline_ns > 0)
+		snprintf(buf, len, "built-in: follows the deadline");
+	else
+		snprintf(buf, len, "built-in");
+}
+
+/* `--explain DEST`: which rule applies and where each effective value comes from. */
+static int explain(const struct tb_config *c, const char *text)
+{
+	struct tb_dest d;
+	char name[TB_NAME_MAX], shown[TB_DEST_STRLEN];
+	const char *names[1] = { name }, *why;
+	struct tb_target t = { NULL, NULL, names, 0 };
+	const struct tb_rule *rule;
+	const struct tb_resolved *r;
+	int port, kind = tb_target_parse(text, &d, name, &port, &why);
+
+	if (kind < 0) {
+		fprintf(stderr, "timebox: --explain %s: %s\n", text, why);
+		return EXIT_USAGE;
+	}
+	printf("destination: %s\n", text);
+	if (kind == TB_MATCH_UNIX) {
+		t.unix_path = name;
+	} else if (kind == TB_MATCH_HOST) {
+		struct addrinfo hints, *res = NULL;
+
+		memset(&hints, 0, sizeof(hints));
+		hints.ai_socktype = SOCK_STREAM;
+		memset(&d, 0, sizeof(d));
+		d.port = (uint16_t)port;
+		if (getaddrinfo(name, NULL, &hints, &res) == 0 && res != NULL) {
+			tb_dest_from_sockaddr(&d, res->ai_addr, res->ai_addrlen);
+			d.port = (uint16_t)port;
+			printf("resolves to: %s\n", tb_dest_format(&d, shown, sizeof(shown)));
+		} else {
+			printf("resolves to: nothing here (address rules are not tried)\n");
+		}
+		if (res != NULL)
+			freeaddrinfo(res);
+		t.dest = &d;
+		t.nnames = 1;
+	} else {
+		t.dest = &d;
+	}
+	rule = tb_config_match(c, &t);
+	if (rule != NULL) {
+		printf("rule: %s:%d, match = \"%s\" (the first rule that matches)\n", c->path,
+		       rule->line, rule->label);
+		r = &rule->r;
+	} else if (kind == TB_MATCH_UNIX) {
+		printf("rule: none; a unix socket is governed only by a rule: not governed\n");
+		return 0;
+	} else {
+		printf("rule: none; the defaults apply\n");
+		r = &c->defaults;
+	}
+	if (!r->enabled) {
+		printf("enabled = false (%s:%d): timebox leaves this destination alone\n", c->path,
+		       r->line[TB_FIELD_ENABLED]);
+		return 0;
+	}
+	if (!tb_settings_any_limit(&r->set))
+		printf("no limit is set: timebox leaves this destination alone\n");
+	for (int f = 0; f < tb_config_env_fields(); f++) {
+		char v[300], o[300];
+
+		if (tb_env_vars[f].kind == TB_ENV_PATH)
+			continue;
+		value_text(r, f, v, sizeof(v));
+		origin_text(r, f, c->path, o, sizeof(o));
+		printf("  %-20s %-10s %s\n", tb_config_key(f), v, o);
+	}
+	return 0;
+}
+
+static void print_text(const char *file, const struct tb_finding *f, size_t n, size_t total)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (f[i].line > 0)
+			printf("%s:%d: warning: [%s] %s: %s\n", file, f[i].line, f[i].rule, f[i].scope,
+			       f[i].message);
+		else
+			printf("%s: warning: [%s] %s: %s\n", file, f[i].rule, f[i].scope,
+			       f[i].message);
+		printf("    fix: %s\n", f[i].fix);
+	}
+	if (total > n)
+		printf("%s: and %zu more warnings\n", file, total - n);
+}
+
+static void print_json(const char *file, const struct kept_errors *k, const struct tb_finding *f,
+		       size_t n, int status)
+{
+	printf("{\"file\": ");
+	json_string(stdout, file);
+	printf(", \"status\": %d, \"errors\": [", status);
+	for (int i = 0; i < k->count && i < MAX_ERRORS; i++) {
+		printf("%s{\"line\": %d, \"key\": ", i ? ", " : "", k->e[i].line);
+		json_string(stdout, k->e[i].key);
+		printf(", \"value\": ");
+		json_string(stdout, k->e[i].value);
+		printf(", \"message\": ");
+		json_string(stdout, k->e[i].why);
+		printf("}");
+	}
+	printf("], \"warnings\": [");
+	for (size_t i = 0; i < n; i++) {
+		printf("%s{\"rule\": ", i ? ", " : "");
+		json_string(stdout, f[i].rule);
+		printf(", \"line\": %d, \"scope\": ", f[i].line);
+		json_string(stdout, f[i].scope);
+		printf(", \"message\": ");
+		json_string(stdout, f[i].message);
+		printf(", \"fix\": ");
+		json_string(stdout, f[i].fix);
+		printf("}");
+	}
+	printf("]}\n");
+}
+
 int tb_check_main(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "timebox: check: not available yet\n");
-	return EXIT_USAGE;
+	const char *file = NULL, *format = "text", *explain_dest = NULL, *why;
+	int64_t inbound = 0;
+	struct tb_overrides ov;
+	struct kept_errors *kept;
+	struct tb_finding *found;
+	struct tb_config *c;
+	size_t total, shown;
+	int errors = 0, status;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			check_usage(stdout);
+			return 0;
+		} else if (strcmp(a, "--format") == 0 && i + 1 < argc) {
+			format = argv[++i];
+		} else if (strncmp(a, "--format=", 9) == 0) {
+			format = a + 9;
+		} else if (strcmp(a, "--inbound") == 0 && i + 1 < argc) {
+			a = argv[++i];
+			if (tb_duration_parse(a, &inbound, &why) < 0) {
+				fprintf(stderr, "timebox: --inbound %s: %s\n", a, why);
+				return EXIT_USAGE;
+			}
+		} else if (strcmp(a, "--explain") == 0 && i + 1 < argc) {
+			explain_dest = argv[++i];
+		} else if (a[0] == '-' && a[1] != '\0') {
+			fprintf(stderr, "timebox: check: unknown option or missing value '%s'\n", a);
+			check_usage(stderr);
+			return EXIT_USAGE;
+		} else if (file == NULL) {
+			file = a;
+		} else {
+			fprintf(stderr, "timebox: check: one file at a time ('%s')\n", a);
+			return EXIT_USAGE;
+		}
+	}
+	if (strcmp(format, "text") != 0 && strcmp(format, "json") != 0) {
+		fprintf(stderr, "timebox: check: --format is text or json\n");
+		return EXIT_USAGE;
+	}
+	if (file == NULL)
+		file = getenv("TIMEBOX_CONFIG");
+	if (file == NULL || file[0] == '\0') {
+		fprintf(stderr, "timebox: check: no file given and TIMEBOX_CONFIG is not set\n");
+		check_usage(stderr);
+		return EXIT_USAGE;
+	}
+
+	kept = calloc(1, sizeof(*kept));
+	found = calloc(MAX_FINDINGS, sizeof(*found));
+	if (kept == NULL || found == NULL) {
+		fprintf(stderr, "timebox: out of memory\n");
+		return EXIT_USAGE;
+	}
+	/* What the program would run with: the file under the environment's values. */
+	memset(&ov, 0, sizeof(ov));
+	tb_overrides_from(&ov, get_env, NULL, TB_ORIGIN_ENV);
+	c = tb_config_load(file, &ov, strcmp(format, "json") == 0 ? keep_error : tb_cli_config_error,
+			   strcmp(format, "json") == 0 ? (void *)kept : NULL, &errors);
+	if (c == NULL) {
+		fprintf(stderr, "timebox: out of memory\n");
+		return EXIT_USAGE;
+	}
+	if (explain_dest != NULL) {
+		status = errors > 0 ? EXIT_USAGE : explain(c, explain_dest);
+		goto out;
+	}
+	total = tb_lint_config(c, inbound, found, MAX_FINDINGS);
+	shown = total < MAX_FINDINGS ? total : MAX_FINDINGS;
+	status = errors > 0 ? 2 : total > 0 ? 1 : 0;
+	if (strcmp(format, "json") == 0) {
+		print_json(file, kept, found, shown, status);
+	} else {
+		print_text(file, found, shown, total);
+		if (status == 0)
+			printf("%s: ok (%zu rule%s)\n", file, c->nrules, c->nrules == 1 ? "" : "s");
+		else if (errors > 0)
+			fprintf(stderr, "timebox: %s: %d error%s\n", file, errors,
+				errors == 1 ? "" : "s");
+	}
+out:
+	tb_config_free(c);
+	free(found);
+	free(kept);
+	return status;
 }

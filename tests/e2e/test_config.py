@@ -2,6 +2,7 @@
 learned from the program's own lookups, enabled = false, deadline = "off", unix: rules, and
 how a broken file is reported by the launcher, the bare library and strict mode."""
 
+import json
 import os
 import shutil
 import socket
@@ -282,3 +283,102 @@ def test_environment_beats_the_file():
             assert_cut(res, t, "ETIMEDOUT", 200, 700)
         finally:
             os.unlink(conf)
+
+
+# ---- timebox check --------------------------------------------------------------------------
+
+CONF_DIR = os.path.join(lib.ROOT, "conf")
+
+# Every example, and what `timebox check` says of it: the seed's inventory client warns on
+# purpose (its comment says why); the others are clean.
+EXAMPLES = {"inventory.conf": (1, ["phases-exceed-deadline"]), "service.conf": (0, []),
+            "streaming.conf": (0, []), "redis.conf": (0, [])}
+
+
+def check(*args, env=None):
+    return lib.run([lib.LAUNCHER, "check"] + list(args), env=lib.native_env(env))
+
+
+def test_check_examples():
+    assert sorted(EXAMPLES) == sorted(f for f in os.listdir(CONF_DIR) if f.endswith(".conf"))
+    for name, (status, rules) in EXAMPLES.items():
+        r = check("--format", "json", os.path.join(CONF_DIR, name))
+        assert r.returncode == status, (name, r)
+        report = json.loads(r.stdout)
+        assert report["status"] == status and report["errors"] == [], (name, report)
+        assert [w["rule"] for w in report["warnings"]] == rules, (name, report)
+
+
+BAD_BUDGETS = '''defaults = {
+  read_timeout = "1s";
+};
+destinations = (
+  { match = "inventory:8080";
+    read_timeout = "250ms"; deadline = "300ms"; attempts = 3;
+    max_conns = 5; expected_rps = 100; expected_p99 = "200ms"; },
+  { match = "*:6379";
+    read_timeout = "2s"; deadline = "1s"; max_conns = 500; acquire_timeout = "10ms";
+    expected_rps = 100; expected_p99 = "100ms"; },
+  { match = "10.0.0.0/8"; max_conns = 10; read_timeout = "200ms"; deadline = "off"; }
+);
+'''
+
+
+def test_check_warnings_text_and_json():
+    conf = write_conf(BAD_BUDGETS)
+    try:
+        r = check("--inbound", "800ms", conf)
+        assert r.returncode == 1, r
+        assert "%s:2: warning: [no-deadline] defaults: read_timeout is 1s" % conf in r.stdout, r
+        assert r.stdout.count("    fix: ") == 7, r
+        r = check("--inbound", "800ms", "--format=json", conf)
+        report = json.loads(r.stdout)
+        assert r.returncode == 1 and report["status"] == 1, r
+        assert sorted(w["rule"] for w in report["warnings"]) == sorted([
+            "no-deadline", "retries-exceed-deadline", "cap-vs-littles-law",
+            "phase-never-fires", "deadline-exceeds-inbound", "cap-vs-littles-law",
+            "unbounded-gate-wait"]), report
+        assert {w["line"] for w in report["warnings"]} == {2, 5, 8, 11}, report
+    finally:
+        os.unlink(conf)
+
+
+def test_check_errors():
+    conf = write_conf(BROKEN)
+    try:
+        r = check(conf)
+        assert r.returncode == 2, r
+        assert "%s:5: match = 10.0.0.0/33: an IPv4 prefix length is 0 to 32" % conf in r.stderr
+        r = check("--format", "json", conf)
+        report = json.loads(r.stdout)
+        assert r.returncode == 2 and report["status"] == 2, r
+        assert report["errors"][0]["line"] == 5 and report["errors"][0]["key"] == "match", r
+        r = check("/nonexistent.conf")
+        assert r.returncode == 2 and "No such file or directory" in r.stderr, r
+        r = check()
+        assert r.returncode == 2 and "TIMEBOX_CONFIG is not set" in r.stderr, r
+        r = check(env={"TIMEBOX_CONFIG": os.path.join(CONF_DIR, "service.conf")})
+        assert r.returncode == 0 and "ok (4 rules)" in r.stdout, r
+    finally:
+        os.unlink(conf)
+
+
+def test_check_explain():
+    conf = os.path.join(CONF_DIR, "service.conf")
+    r = check("--explain", "10.97.0.1:80", conf, env={"TIMEBOX_DEADLINE": "1s"})
+    assert r.returncode == 0, r
+    rows = {l.split()[0]: l.split(None, 2)[1:] for l in r.stdout.splitlines()
+            if l.startswith("  ")}
+    assert 'match = "10.96.0.0/12, [fd00::/8]:80"' in r.stdout, r
+    assert rows["read_timeout"] == ["1s", "rule (%s:24)" % conf], r
+    assert rows["connect_timeout"] == ["500ms", "defaults (%s:5)" % conf], r
+    assert rows["deadline"] == ["1s", "environment (TIMEBOX_DEADLINE)"], r
+    assert rows["max_conns"] == ["off", "built-in"], r
+    r = check("--explain", "127.0.0.1:8125", conf)
+    assert r.returncode == 0 and "enabled = false" in r.stdout, r
+    r = check("--explain", "192.0.2.1:80", conf)
+    assert "rule: none; the defaults apply" in r.stdout, r
+    r = check("--explain", "unix:/run/x.sock", conf)
+    assert "not governed" in r.stdout, r
+    r = check("--explain", "10.0.0.0/8", conf)
+    assert r.returncode == 2, r

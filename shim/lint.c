@@ -1,0 +1,294 @@
+/* lint.c - the budget lint: each rule is a pitfall from the seed (a drip outliving a read
+ * timeout, retries that cannot fit, an unbounded gate, a cap far from Little's law, a deadline
+ * that does not shrink down the chain). Pure code: no I/O. */
+#include "lint.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+char *tb_lint_duration(int64_t ns, char *buf, size_t len)
+{
+	static const struct {
+		int64_t ns;
+		const char *unit;
+	} units[] = {
+		{ INT64_C(3600000000000), "h" }, { INT64_C(60000000000), "m" },
+		{ INT64_C(1000000000), "s" },   { INT64_C(1000000), "ms" },
+		{ INT64_C(1000), "us" },
+	};
+
+	if (ns <= 0) {
+		snprintf(buf, len, "off");
+		return buf;
+	}
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (ns % units[i].ns == 0) {
+			snprintf(buf, len, "%lld%s", (long long)(ns / units[i].ns), units[i].unit);
+			return buf;
+		}
+		/* 1.5s reads better than 1500ms; 1.25s no better than 1250ms. */
+		if (ns > units[i].ns && (ns * 10) % units[i].ns == 0 && i >= 2) {
+			snprintf(buf, len, "%lld.%lld%s", (long long)(ns / units[i].ns),
+				 (long long)((ns % units[i].ns) * 10 / units[i].ns), units[i].unit);
+			return buf;
+		}
+	}
+	snprintf(buf, len, "%lldns", (long long)ns);
+	return buf;
+}
+
+struct sink {
+	struct tb_finding *out;
+	size_t max, n;
+	const char *scope;
+	int line;
+};
+
+static void add(struct sink *s, const char *rule, const char *fix, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void add(struct sink *s, const char *rule, const char *fix, const char *fmt, ...)
+{
+	struct tb_finding *f;
+	va_list ap;
+
+	if (s->n++ >= s->max)
+		return;
+	f = &s->out[s->n - 1];
+	f->rule = rule;
+	f->line = s->line;
+	snprintf(f->scope, sizeof(f->scope), "%s", s->scope);
+	va_start(ap, fmt);
+	vsnprintf(f->message, sizeof(f->message), fmt, ap);
+	va_end(ap);
+	snprintf(f->fix, sizeof(f->fix), "%s", fix);
+}
+
+#define D(ns, b) tb_lint_duration((ns), (b), sizeof(b))
+
+/* The limit a stalled downstream costs each attempt: first_byte (which follows read). */
+static const char *first_byte_name(const struct tb_resolved *r, int fb_field)
+{
+	return r->origin[fb_field] == TB_ORIGIN_BUILTIN ? "read_timeout" : "first_byte_timeout";
+}
+
+static int field_named(const char *key)
+{
+	for (int f = 0; f < TB_FIELDS_MAX; f++)
+		if (tb_config_key(f) != NULL && strcmp(tb_config_key(f), key) == 0)
+			return f;
+	return -1;
+}
+
+static void lint_deadline(struct sink *s, const struct tb_resolved *r, int64_t inbound_ns)
+{
+	const struct tb_settings *c = &r->set;
+	int fb = field_named("first_byte_timeout"), dl = field_named("deadline");
+	char a[32], b[32], x[32], y[32], fix[240];
+	const char *fbname = first_byte_name(r, fb);
+
+	/* Pitfall 1: a read timeout bounds the gap between chunks, not the call. An explicit
+	 * deadline = "off" is a decision (a stream), not an oversight. */
+	if (c->deadline_ns == 0 && r->origin[dl] == TB_ORIGIN_BUILTIN &&
+	    (c->read_ns > 0 || c->first_byte_ns > 0)) {
+		int64_t idle = c->read_ns > 0 ? c->read_ns : c->first_byte_ns;
+		/* Room for the phases of one attempt and a retry, unless told otherwise. */
+		int attempts = r->hints.attempts > 0 ? r->hints.attempts : 2;
+
+		snprintf(fix, sizeof(fix),
+			 "set a total deadline (your caller's budget), e.g. deadline = \"%s\"; or "
+			 "deadline = \"off\" for a stream that may outlive any deadline",
+			 D(idle * attempts + c->connect_ns + c->acquire_ns, a));
+		add(s, TB_LINT_NO_DEADLINE, fix,
+		    "%s is %s but there is no deadline: a peer that sends one byte every %s "
+		    "keeps a call alive for ever",
+		    c->read_ns > 0 ? "read_timeout" : "first_byte_timeout", D(idle, b),
+		    D(idle - idle / 10 > 0 ? idle - idle / 10 : idle, x));
+	}
+	if (c->deadline_ns <= 0)
+		return;
+
+	/* The program's own retries share the deadline (seed question 4). */
+	if (r->hints.attempts > 1 && c->first_byte_ns > 0 &&
+	    c->first_byte_ns < c->deadline_ns &&
+	    c->first_byte_ns * r->hints.attempts > c->deadline_ns) {
+		int64_t fit = c->deadline_ns / c->first_byte_ns;
+
+		snprintf(fix, sizeof(fix),
+			 "lower %s to %s or less so that every attempt fits, raise the deadline "
+			 "to %s, or expect %lld attempt%s",
+			 fbname, D(c->deadline_ns / r->hints.attempts, a),
+			 D(c->first_byte_ns * r->hints.attempts, b), (long long)fit,
+			 fit == 1 ? "" : "s");
+		add(s, TB_LINT_RETRIES, fix,
+		    "%s %s x %d attempts = %s is more than the deadline %s: against a stalled "
+		    "downstream only %lld attempt%s can wait out its %s",
+		    fbname, D(c->first_byte_ns, x), r->hints.attempts,
+		    D(c->first_byte_ns * r->hints.attempts, y), D(c->deadline_ns, a),
+		    (long long)fit, fit == 1 ? "" : "s", fbname);
+	}
+
+	/* ① + ② + ③ of one attempt against the whole budget. */
+	{
+		int64_t sum = c->acquire_ns + c->connect_ns + c->first_byte_ns;
+		int set = (c->acquire_ns > 0) + (c->connect_ns > 0) + (c->first_byte_ns > 0);
+
+		if (set >= 2 && sum > c->deadline_ns && c->acquire_ns < c->deadline_ns &&
+		    c->connect_ns < c->deadline_ns && c->first_byte_ns < c->deadline_ns) {
+			char p1[32], p2[32], p3[32];
+
+			snprintf(fix, sizeof(fix),
+				 "make acquire + connect + first_byte at most %s, or raise the "
+				 "deadline to %s; if the deadline is meant to decide, keep it and "
+				 "expect cuts at phase=deadline",
+				 D(c->deadline_ns, a), D(sum, b));
+			add(s, TB_LINT_PHASE_SUM, fix,
+			    "acquire_timeout %s + connect_timeout %s + %s %s = %s is more than "
+			    "the deadline %s: a call slow in every phase is cut by the deadline "
+			    "before its phase limits fire",
+			    D(c->acquire_ns, p1), D(c->connect_ns, p2), fbname,
+			    D(c->first_byte_ns, p3), D(sum, x), D(c->deadline_ns, y));
+		}
+	}
+
+	/* A phase limit at or above the deadline can never be the one that fires. */
+	{
+		static const char *const keys[] = { "acquire_timeout", "connect_timeout",
+						    "write_timeout", "first_byte_timeout",
+						    "read_timeout" };
+		const int64_t vals[] = { c->acquire_ns, c->connect_ns, c->write_ns,
+					 c->first_byte_ns, c->read_ns };
+
+		for (size_t i = 0; i < 5; i++) {
+			/* A first_byte that only follows read is reported as read. */
+			if (i == 3 && r->origin[fb] == TB_ORIGIN_BUILTIN)
+				continue;
+			if (vals[i] <= 0 || vals[i] < c->deadline_ns)
+				continue;
+			snprintf(fix, sizeof(fix),
+				 "lower %s below the deadline (e.g. %s), or remove it", keys[i],
+				 D(c->deadline_ns * 8 / 10, a));
+			add(s, TB_LINT_NEVER_FIRES, fix,
+			    "%s %s can never fire: the deadline %s always comes first", keys[i],
+			    D(vals[i], x), D(c->deadline_ns, y));
+		}
+	}
+
+	/* Pitfall 5: deadlines must shrink down the chain. */
+	if (inbound_ns > 0 && c->deadline_ns >= inbound_ns) {
+		snprintf(fix, sizeof(fix),
+			 "set the deadline below the inbound budget minus this service's own work, "
+			 "e.g. deadline = \"%s\"",
+			 D(inbound_ns * 8 / 10, a));
+		add(s, TB_LINT_INBOUND, fix,
+		    "the deadline %s is not shorter than the inbound budget %s: the caller gives "
+		    "up before this call does, and the work continues for nobody",
+		    D(c->deadline_ns, x), D(inbound_ns, y));
+	}
+}
+
+static void lint_gate(struct sink *s, const struct tb_resolved *r)
+{
+	const struct tb_settings *c = &r->set;
+	char a[32], fix[240];
+
+	if (c->max_conns <= 0)
+		return;
+	/* Pitfall 3: HttpClient's 3-minute connectionRequestTimeout, or worse, none. */
+	if (c->acquire_ns == 0 && c->deadline_ns == 0)
+		add(s, TB_LINT_GATE_WAIT,
+		    "set acquire_timeout (e.g. \"50ms\"), or a deadline, which also bounds the "
+		    "wait",
+		    "max_conns is %d but neither acquire_timeout nor a deadline bounds the wait "
+		    "for a slot: when the downstream slows, callers queue at the gate without "
+		    "limit",
+		    c->max_conns);
+
+	/* Pitfall 2 / seed question 6: in flight = rate x time in system (Little's law). */
+	if (r->hints.expected_rps > 0 && r->hints.expected_p99_ns > 0) {
+		double inflight = r->hints.expected_rps * (double)r->hints.expected_p99_ns / 1e9;
+		long want = (long)(inflight * 1.5);
+
+		if ((double)want < inflight * 1.5)
+			want++; /* rounded up, without libm */
+		if (want < 1)
+			want = 1;
+		if ((double)c->max_conns < inflight) {
+			snprintf(fix, sizeof(fix), "set max_conns = %ld (expected_rps x "
+						   "expected_p99 x 1.5)", want);
+			add(s, TB_LINT_LITTLE, fix,
+			    "max_conns %d is below the %.1f calls in flight that %g calls/s at a "
+			    "p99 of %s keep open: callers will queue at the gate even on a good day",
+			    c->max_conns, inflight, r->hints.expected_rps,
+			    D(r->hints.expected_p99_ns, a));
+		} else if (c->max_conns > 2 * want) {
+			snprintf(fix, sizeof(fix), "set max_conns = %ld (expected_rps x "
+						   "expected_p99 x 1.5)", want);
+			add(s, TB_LINT_LITTLE, fix,
+			    "max_conns %d is more than twice the %ld that %g calls/s at a p99 of %s "
+			    "need: when the downstream slows, the cap lets %d calls pile onto it "
+			    "instead of protecting it",
+			    c->max_conns, want, r->hints.expected_rps,
+			    D(r->hints.expected_p99_ns, a), c->max_conns);
+		}
+	}
+}
+
+size_t tb_lint_scope(const struct tb_resolved *r, const char *scope, int line, int64_t inbound_ns,
+		     struct tb_finding *out, size_t max)
+{
+	struct sink s = { out, max, 0, scope, line };
+
+	if (!r->enabled || !tb_settings_any_limit(&r->set))
+		return 0;
+	lint_deadline(&s, r, inbound_ns);
+	lint_gate(&s, r);
+	return s.n;
+}
+
+/* The first file line among the defaults' values, for messages about the defaults. */
+static int defaults_line(const struct tb_resolved *r)
+{
+	int best = 0;
+
+	for (int f = 0; f < TB_FIELDS_MAX; f++)
+		if (r->line[f] > 0 && (best == 0 || r->line[f] < best))
+			best = r->line[f];
+	return best;
+}
+
+size_t tb_lint_config(const struct tb_config *c, int64_t inbound_ns, struct tb_finding *out,
+		      size_t max)
+{
+	struct tb_finding scratch[16], mine[16];
+	size_t nd, n = 0;
+
+	nd = tb_lint_scope(&c->defaults, "defaults", defaults_line(&c->defaults), inbound_ns,
+			   scratch, 16);
+	if (nd > 16)
+		nd = 16;
+	for (size_t i = 0; i < nd; i++, n++)
+		if (n < max)
+			out[n] = scratch[i];
+	for (size_t k = 0; k < c->nrules; k++) {
+		const struct tb_rule *rule = &c->rules[k];
+		size_t nr = tb_lint_scope(&rule->r, rule->label, rule->line, inbound_ns, mine, 16);
+
+		if (nr > 16)
+			nr = 16;
+		for (size_t i = 0; i < nr; i++) {
+			bool inherited = false;
+
+			for (size_t j = 0; j < nd && !inherited; j++)
+				inherited = strcmp(scratch[j].rule, mine[i].rule) == 0 &&
+					    strcmp(scratch[j].message, mine[i].message) == 0;
+			if (inherited)
+				continue;
+			if (n < max)
+				out[n] = mine[i];
+			n++;
+		}
+	}
+	return n;
+}

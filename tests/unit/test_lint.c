@@ -1,0 +1,219 @@
+/* test_lint.c - every lint rule of `timebox check`, each triggered and not triggered, from
+ * configuration text through tb_config_parse (so the origins are the real ones). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "lint.h"
+
+#define MAXF 32
+
+static struct tb_finding found[MAXF];
+
+/* Lints text (a rule list or defaults); returns the number of findings. */
+static size_t lint(const char *text, int64_t inbound_ns)
+{
+	int errors = 0;
+	struct tb_config *c = tb_config_parse(text, "t.conf", NULL, NULL, NULL, &errors);
+	size_t n;
+
+	assert_non_null(c);
+	assert_int_equal(errors, 0);
+	memset(found, 0, sizeof(found));
+	n = tb_lint_config(c, inbound_ns, found, MAXF);
+	tb_config_free(c);
+	return n;
+}
+
+/* The number of findings of `rule`. */
+static int count(size_t n, const char *rule)
+{
+	int k = 0;
+
+	for (size_t i = 0; i < n && i < MAXF; i++)
+		k += strcmp(found[i].rule, rule) == 0;
+	return k;
+}
+
+static const struct tb_finding *first(size_t n, const char *rule)
+{
+	for (size_t i = 0; i < n && i < MAXF; i++)
+		if (strcmp(found[i].rule, rule) == 0)
+			return &found[i];
+	fail_msg("no %s finding", rule);
+	return NULL;
+}
+
+static void has(const struct tb_finding *f, const char *fragment)
+{
+	if (strstr(f->message, fragment) == NULL && strstr(f->fix, fragment) == NULL)
+		fail_msg("'%s' / '%s' lacks '%s'", f->message, f->fix, fragment);
+}
+
+static void test_clean(void **state)
+{
+	(void)state;
+	assert_int_equal(lint("", 0), 0);
+	assert_int_equal(lint("defaults = { connect_timeout = \"1s\"; };", 0), 0);
+	assert_int_equal(lint("defaults = { read_timeout = \"250ms\"; deadline = \"1s\"; };", 0), 0);
+}
+
+static void test_no_deadline(void **state)
+{
+	size_t n;
+
+	(void)state;
+	n = lint("defaults = {\n read_timeout = \"1s\"; };", 0);
+	assert_int_equal(count(n, TB_LINT_NO_DEADLINE), 1);
+	assert_int_equal(first(n, TB_LINT_NO_DEADLINE)->line, 2);
+	assert_string_equal(first(n, TB_LINT_NO_DEADLINE)->scope, "defaults");
+	has(first(n, TB_LINT_NO_DEADLINE), "read_timeout is 1s");
+	/* Set to off on purpose (a stream): quiet. */
+	n = lint("defaults = { read_timeout = \"1s\"; deadline = \"off\"; };", 0);
+	assert_int_equal(count(n, TB_LINT_NO_DEADLINE), 0);
+	/* A rule inherits the defaults' problem: reported once, for the defaults. */
+	n = lint("defaults = { read_timeout = \"1s\"; };\n"
+		 "destinations = ( { match = \"*:80\"; connect_timeout = \"1s\"; } );", 0);
+	assert_int_equal(count(n, TB_LINT_NO_DEADLINE), 1);
+	/* ... but a rule with numbers of its own is reported on its own line. */
+	n = lint("defaults = { read_timeout = \"1s\"; };\n"
+		 "destinations = ( { match = \"*:80\"; read_timeout = \"2s\"; } );", 0);
+	assert_int_equal(count(n, TB_LINT_NO_DEADLINE), 2);
+	assert_string_equal(found[1].scope, "*:80");
+	assert_int_equal(found[1].line, 2);
+	/* enabled = false: nothing to lint. */
+	n = lint("destinations = ( { match = \"*:80\"; read_timeout = \"2s\"; enabled = false; } );",
+		 0);
+	assert_int_equal(n, 0);
+}
+
+static void test_retries(void **state)
+{
+	size_t n;
+
+	(void)state;
+	n = lint("defaults = { read_timeout = \"250ms\"; deadline = \"300ms\"; attempts = 3; };", 0);
+	assert_int_equal(count(n, TB_LINT_RETRIES), 1);
+	has(first(n, TB_LINT_RETRIES), "250ms x 3 attempts = 750ms");
+	has(first(n, TB_LINT_RETRIES), "100ms or less");
+	n = lint("defaults = { read_timeout = \"100ms\"; deadline = \"300ms\"; attempts = 3; };", 0);
+	assert_int_equal(count(n, TB_LINT_RETRIES), 0);
+	n = lint("defaults = { read_timeout = \"250ms\"; deadline = \"300ms\"; };", 0);
+	assert_int_equal(count(n, TB_LINT_RETRIES), 0); /* attempts not given */
+	n = lint("defaults = { read_timeout = \"1s\"; first_byte_timeout = \"200ms\";"
+		 " deadline = \"500ms\"; attempts = 3; };", 0);
+	has(first(n, TB_LINT_RETRIES), "first_byte_timeout 200ms");
+}
+
+static void test_phase_sum(void **state)
+{
+	size_t n;
+
+	(void)state;
+	n = lint("defaults = { acquire_timeout = \"50ms\"; connect_timeout = \"100ms\";"
+		 " read_timeout = \"250ms\"; deadline = \"300ms\"; max_conns = 30; };", 0);
+	assert_int_equal(count(n, TB_LINT_PHASE_SUM), 1);
+	has(first(n, TB_LINT_PHASE_SUM), "= 400ms");
+	n = lint("defaults = { acquire_timeout = \"20ms\"; connect_timeout = \"80ms\";"
+		 " read_timeout = \"200ms\"; deadline = \"300ms\"; max_conns = 30; };", 0);
+	assert_int_equal(n, 0);
+}
+
+static void test_never_fires(void **state)
+{
+	size_t n;
+
+	(void)state;
+	n = lint("defaults = { read_timeout = \"2s\"; deadline = \"1s\"; };", 0);
+	assert_int_equal(count(n, TB_LINT_NEVER_FIRES), 1); /* read, not first_byte too */
+	has(first(n, TB_LINT_NEVER_FIRES), "read_timeout 2s can never fire");
+	n = lint("defaults = { connect_timeout = \"1s\"; write_timeout = \"1s\";"
+		 " deadline = \"1s\"; };", 0);
+	assert_int_equal(count(n, TB_LINT_NEVER_FIRES), 2);
+	n = lint("defaults = { read_timeout = \"999ms\"; deadline = \"1s\"; };", 0);
+	assert_int_equal(count(n, TB_LINT_NEVER_FIRES), 0);
+}
+
+static void test_gate_wait(void **state)
+{
+	size_t n;
+
+	(void)state;
+	n = lint("defaults = { max_conns = 10; };", 0);
+	assert_int_equal(count(n, TB_LINT_GATE_WAIT), 1);
+	n = lint("defaults = { max_conns = 10; acquire_timeout = \"50ms\"; };", 0);
+	assert_int_equal(count(n, TB_LINT_GATE_WAIT), 0);
+	n = lint("defaults = { max_conns = 10; deadline = \"1s\"; };", 0);
+	assert_int_equal(count(n, TB_LINT_GATE_WAIT), 0);
+}
+
+static void test_littles_law(void **state)
+{
+	static const char fmt[] = "defaults = { max_conns = %d; acquire_timeout = \"50ms\";"
+				  " expected_rps = 100; expected_p99 = \"200ms\"; };";
+	char text[200];
+	size_t n;
+
+	(void)state;
+	snprintf(text, sizeof(text), fmt, 10); /* 20 in flight: too small */
+	n = lint(text, 0);
+	assert_int_equal(count(n, TB_LINT_LITTLE), 1);
+	has(first(n, TB_LINT_LITTLE), "max_conns = 30");
+	has(first(n, TB_LINT_LITTLE), "queue");
+	snprintf(text, sizeof(text), fmt, 30);
+	assert_int_equal(lint(text, 0), 0);
+	snprintf(text, sizeof(text), fmt, 60);
+	assert_int_equal(lint(text, 0), 0);
+	snprintf(text, sizeof(text), fmt, 61); /* more than twice 30: stops protecting */
+	n = lint(text, 0);
+	assert_int_equal(count(n, TB_LINT_LITTLE), 1);
+	has(first(n, TB_LINT_LITTLE), "instead of protecting it");
+	/* Without the expectations there is nothing to compare. */
+	assert_int_equal(lint("defaults = { max_conns = 500; acquire_timeout = \"1s\"; };", 0), 0);
+}
+
+static void test_inbound(void **state)
+{
+	size_t n;
+	static const char text[] = "defaults = { read_timeout = \"200ms\"; deadline = \"1s\"; };";
+
+	(void)state;
+	n = lint(text, 1000 * INT64_C(1000000));
+	assert_int_equal(count(n, TB_LINT_INBOUND), 1);
+	has(first(n, TB_LINT_INBOUND), "800ms");
+	assert_int_equal(lint(text, 1500 * INT64_C(1000000)), 0);
+	assert_int_equal(lint(text, 0), 0);
+}
+
+static void test_duration_text(void **state)
+{
+	char b[32];
+
+	(void)state;
+	assert_string_equal(tb_lint_duration(0, b, sizeof(b)), "off");
+	assert_string_equal(tb_lint_duration(250 * INT64_C(1000000), b, sizeof(b)), "250ms");
+	assert_string_equal(tb_lint_duration(1500 * INT64_C(1000000), b, sizeof(b)), "1.5s");
+	assert_string_equal(tb_lint_duration(1250 * INT64_C(1000000), b, sizeof(b)), "1250ms");
+	assert_string_equal(tb_lint_duration(120 * INT64_C(1000000000), b, sizeof(b)), "2m");
+	assert_string_equal(tb_lint_duration(800 * INT64_C(1000), b, sizeof(b)), "800us");
+	assert_string_equal(tb_lint_duration(7, b, sizeof(b)), "7ns");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_clean),         cmocka_unit_test(test_no_deadline),
+		cmocka_unit_test(test_retries),       cmocka_unit_test(test_phase_sum),
+		cmocka_unit_test(test_never_fires),   cmocka_unit_test(test_gate_wait),
+		cmocka_unit_test(test_littles_law),   cmocka_unit_test(test_inbound),
+		cmocka_unit_test(test_duration_text),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
