@@ -2,6 +2,7 @@
 #   make                      build/lib/libtimebox.so and build/bin/timebox
 #   make test                 unit tests (cmocka) then end-to-end tests
 #   make demo                 the fault server against a legacy client, without and with timebox
+#   make bench [QUICK=1]      benchmarks against native and a HAProxy sidecar -> docs/benchmarks.md
 #   make SANITIZE=address     (or undefined, thread) builds into build/san-<name>/ instead
 
 VERSION   := 0.1.0
@@ -40,6 +41,8 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
 E2E_C     := $(wildcard tests/e2e/*.c tests/e2e/clients/*.c)
 E2E_BINS  := $(patsubst %.c,$(BUILD)/%,$(E2E_C))
+BENCH_C   := $(wildcard tests/bench/*.c)
+BENCH_BINS := $(patsubst %.c,$(BUILD)/%,$(BENCH_C))
 
 .PHONY: all test unit e2e demo bench clean deps-check
 
@@ -83,6 +86,11 @@ $(BUILD)/tests/e2e/clients/blockcli_fortify: tests/e2e/clients/blockcli.c
 	@mkdir -p $(dir $@)
 	$(CC) $(E2E_CFLAGS) -O2 -D_FORTIFY_SOURCE=2 -o $@ $< -pthread
 
+# Benchmark programs: like the end-to-end helpers, optimised and never sanitized.
+$(BUILD)/tests/bench/%: tests/bench/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(E2E_CFLAGS) -o $@ $< -pthread
+
 deps-check:
 	@tests/deps.sh check
 
@@ -90,7 +98,7 @@ unit: $(UNIT_BINS) $(LAUNCHER)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
 	@echo "== tests/unit/test_launcher.sh"; tests/unit/test_launcher.sh $(BUILD)
 
-e2e: all $(E2E_BINS) $(BUILD)/tests/e2e/clients/blockcli_fortify
+e2e: all $(E2E_BINS) $(BUILD)/tests/e2e/clients/blockcli_fortify $(BENCH_BINS)
 	@TB_BUILD=$(BUILD) TB_SANITIZE=$(SANITIZE) python3 tests/e2e/run.py $(E2E_ARGS)
 
 test: deps-check
@@ -99,6 +107,10 @@ test: deps-check
 
 demo: deps-check all $(E2E_BINS)
 	@TB_BUILD=$(BUILD) python3 tests/demo/demo.py
+
+bench: all $(BENCH_BINS)
+	@tests/deps.sh bench
+	@TB_BUILD=$(BUILD) python3 tests/bench/run.py $(if $(QUICK),--quick) $(BENCH_ARGS)
 
 clean:
 	rm -rf build

@@ -1,0 +1,59 @@
+/*
+ * reads.c - small reads and writes on fds timebox does not govern: the untracked fast path.
+ * Run natively and preloaded under callgrind; the difference in instructions between two
+ * values of N, divided by the calls added, is what the hooks add per call.
+ *
+ * usage: reads --mode file|pipe --n N
+ *
+ *   file   N reads of 64 bytes from /dev/zero
+ *   pipe   N rounds of write(64) then read(64) on a pipe: 2N calls
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+    char buf[64];
+    long n = -1;
+    int pipe_mode = -1, fds[2];
+
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--n") == 0)
+            n = atol(argv[i + 1]);
+        else if (strcmp(argv[i], "--mode") == 0)
+            pipe_mode = strcmp(argv[i + 1], "pipe") == 0 ? 1 :
+                        strcmp(argv[i + 1], "file") == 0 ? 0 : -1;
+    }
+    if (n < 0 || pipe_mode < 0) {
+        fprintf(stderr, "usage: reads --mode file|pipe --n N\n");
+        return 2;
+    }
+    if (pipe_mode) {
+        if (pipe(fds) < 0) {
+            perror("reads: pipe");
+            return 1;
+        }
+    } else {
+        fds[0] = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+        if (fds[0] < 0) {
+            perror("reads: /dev/zero");
+            return 1;
+        }
+    }
+    memset(buf, 'x', sizeof(buf));
+    for (long i = 0; i < n; i++) {
+        if (pipe_mode && write(fds[1], buf, sizeof(buf)) != (ssize_t)sizeof(buf)) {
+            perror("reads: write");
+            return 1;
+        }
+        if (read(fds[0], buf, sizeof(buf)) != (ssize_t)sizeof(buf)) {
+            perror("reads: read");
+            return 1;
+        }
+    }
+    printf("mode=%s n=%ld\n", pipe_mode ? "pipe" : "file", n);
+    return 0;
+}
