@@ -29,6 +29,8 @@ extern char **environ;
 struct run_args {
 	const char *values[MAX_VARS];
 	char **command; /* NULL-terminated argv of the program to run */
+	int force;      /* --force: run a program the target checks refuse */
+	int print_env;  /* --print-env: print the environment instead of running */
 };
 
 /* Where a value came from, for error messages: "--read-timeout 250" or "TIMEBOX_X=250". */
@@ -77,6 +79,9 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: timebox run [OPTIONS] [--] COMMAND [ARG...]\n"
+		"       timebox run --print-env [OPTIONS]\n"
+		"       timebox check [--format text|json] [--inbound DURATION] [FILE]\n"
+		"       timebox check --explain DEST [FILE]\n"
 		"       timebox --help | --version\n"
 		"\n"
 		"Runs COMMAND with libtimebox.so preloaded, adding timeouts to its TCP calls.\n"
@@ -93,6 +98,8 @@ static void usage(FILE *out)
 		fprintf(out, "  %-38s %s\n      %s\n", left, v->name, v->help);
 	}
 	fprintf(out,
+		"  --force\n      run COMMAND even when it looks static, Go, setuid or setgid\n"
+		"  --print-env\n      print the environment COMMAND would get, and run nothing\n"
 		"  -h, --help\n      this text\n"
 		"\n"
 		"A DURATION has a unit: 250ms, 1.5s, 2m, 800us (also ns, h); 0 or off means no limit.\n"
@@ -104,8 +111,12 @@ static void usage(FILE *out)
 		"  TIMEBOX_DEADLINE=5s timebox run --scope=process -- python3 batch.py\n"
 		"  timebox run --read-timeout 2s --strict redis-cli -h cache GET key\n"
 		"\n"
-		"Exit status: COMMAND's; 2 for a bad option or setting; 126 or 127 when COMMAND\n"
-		"cannot be run.\n");
+		"Before it runs COMMAND, timebox refuses (exit 2) a program that LD_PRELOAD cannot\n"
+		"reach: statically linked, Go, setuid/setgid or with file capabilities (or a #!\n"
+		"script whose interpreter is one of those).\n"
+		"\n"
+		"Exit status: COMMAND's; 2 for a bad option, setting or configuration file, or a\n"
+		"program timebox cannot govern; 126 or 127 when COMMAND cannot be run.\n");
 }
 
 static int usage_error(const char *fmt, const char *arg)
@@ -139,6 +150,10 @@ static int parse_run_args(int argc, char **argv, struct run_args *args)
 			usage(stdout);
 			return -1;
 		}
+		if (strcmp(arg, "--force") == 0 || strcmp(arg, "--print-env") == 0) {
+			*(arg[2] == 'f' ? &args->force : &args->print_env) = 1;
+			continue;
+		}
 		if (arg[0] != '-' || arg[1] == '\0')
 			break;
 
@@ -162,9 +177,9 @@ static int parse_run_args(int argc, char **argv, struct run_args *args)
 			return usage_error("%s needs a value", option);
 		args->values[var - tb_env_vars] = value;
 	}
-	if (i >= argc)
+	if (i >= argc && !args->print_env)
 		return usage_error("%s", "run: no command given");
-	args->command = &argv[i];
+	args->command = i < argc ? &argv[i] : NULL;
 	return 0;
 }
 
@@ -352,11 +367,26 @@ static int export_options(const struct run_args *args)
 	return 0;
 }
 
+/*
+ * --print-env: the variables a program started by `timebox run` would see from us, one
+ * NAME=VALUE per line, for systemd Environment= lines and container manifests.
+ */
+static int print_env(void)
+{
+	const char *v = getenv("LD_PRELOAD");
+
+	printf("LD_PRELOAD=%s\n", v != NULL ? v : "");
+	for (size_t i = 0; tb_env_vars[i].name != NULL; i++)
+		if ((v = getenv(tb_env_vars[i].name)) != NULL)
+			printf("%s=%s\n", tb_env_vars[i].name, v);
+	return fflush(stdout) == 0 ? EXIT_SUCCESS : EXIT_USAGE;
+}
+
 /* `timebox run ...`: returns an exit status only when the command could not be started. */
 static int run(int argc, char **argv)
 {
-	struct run_args args = { { NULL }, NULL };
-	char lib[PATH_MAX];
+	struct run_args args = { { NULL }, NULL, 0, 0 };
+	char lib[PATH_MAX], why[600];
 	int rc;
 
 	if (var_count() > MAX_VARS) {
@@ -372,6 +402,13 @@ static int run(int argc, char **argv)
 	    (rc = add_preload(lib)) != 0)
 		return rc;
 
+	if (args.print_env)
+		return print_env();
+	if (!args.force && tb_target_check(args.command[0], why, sizeof(why)) < 0) {
+		fprintf(stderr, "timebox: %s\n(run it anyway with --force; see timebox(1))\n",
+			why);
+		return EXIT_USAGE;
+	}
 	execvp(args.command[0], args.command);
 	rc = errno;
 	fprintf(stderr, "timebox: cannot run '%s': %s\n", args.command[0], strerror(rc));

@@ -101,5 +101,42 @@ out=$(env -u TIMEBOX_LIBRARY LD_PRELOAD='' "$tmp/tree/bin/timebox" run printenv 
 out=$(TIMEBOX_LIBRARY=/nonexistent.so "$tb" run true 2>&1)
 [ $? = 2 ] && grep -q 'TIMEBOX_LIBRARY=/nonexistent.so' <<<"$out" && ok || ko "bad TIMEBOX_LIBRARY"
 
+# Programs LD_PRELOAD cannot reach are refused before exec, with the reason; --force runs them.
+printf 'int main(void) { return 0; }\n' > "$tmp/prog.c"
+cc -o "$tmp/dynamic" "$tmp/prog.c" || exit 1
+expect 0 '' -- run "$tmp/dynamic"
+if cc -static -o "$tmp/static" "$tmp/prog.c" 2>/dev/null; then
+	expect 2 'static is statically linked: there is no dynamic loader' -- run "$tmp/static"
+	expect 0 '' -- run --force "$tmp/static"
+	printf '#!%s\n' "$tmp/static" > "$tmp/script"
+	chmod +x "$tmp/script"
+	expect 2 'script is a script run by .*static is statically linked' -- run "$tmp/script"
+else
+	echo "note: no static libc here; static-binary checks not run"
+fi
+objcopy --add-section .go.buildinfo="$tmp/prog.c" "$tmp/dynamic" "$tmp/gofake"
+chmod +x "$tmp/gofake"
+expect 2 'gofake is a Go program: Go makes its network calls with raw system calls' \
+	-- run "$tmp/gofake"
+cp "$tmp/dynamic" "$tmp/setuid"
+if [ "$(id -u)" = 0 ]; then chown 65534 "$tmp/setuid"; fi
+chmod 4755 "$tmp/setuid"
+if [ "$(stat -c %u "$tmp/setuid")" != "$(id -u)" ]; then
+	expect 2 'setuid is setuid: the dynamic loader runs it in secure mode' -- run "$tmp/setuid"
+	expect 0 '' -- run --force "$tmp/setuid"
+else
+	echo "note: cannot give a file away here; setuid check not run"
+fi
+printf '#!/usr/bin/env sh\nexit 0\n' > "$tmp/envscript"
+chmod +x "$tmp/envscript"
+expect 0 '' -- run "$tmp/envscript"
+
+# --print-env: what the program would get, without running anything.
+out=$(env -u TIMEBOX_DEADLINE LD_PRELOAD='' TIMEBOX_LIBRARY="$lib" TIMEBOX_READ_TIMEOUT=1s \
+	"$tb" run --print-env --deadline 300ms)
+[ "$out" = "LD_PRELOAD=$lib
+TIMEBOX_READ_TIMEOUT=1s
+TIMEBOX_DEADLINE=300ms" ] && ok || ko "--print-env: $out"
+
 echo "launcher: $passed passed, $failed failed"
 [ "$failed" = 0 ]
