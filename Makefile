@@ -3,6 +3,7 @@
 #   make test                 unit tests (cmocka) then end-to-end tests
 #   make demo                 the fault server against a legacy client, without and with timebox
 #   make bench [QUICK=1]      benchmarks against native and a HAProxy sidecar -> docs/benchmarks.md
+#   make install [PREFIX=/usr/local] [DESTDIR=...]   and make uninstall
 #   make SANITIZE=address     (or undefined, thread) builds into build/san-<name>/ instead
 
 VERSION   := 0.1.0
@@ -44,7 +45,19 @@ E2E_BINS  := $(patsubst %.c,$(BUILD)/%,$(E2E_C))
 BENCH_C   := $(wildcard tests/bench/*.c)
 BENCH_BINS := $(patsubst %.c,$(BUILD)/%,$(BENCH_C))
 
-.PHONY: all test unit e2e demo bench clean deps-check
+.PHONY: all test unit e2e demo bench clean deps-check install uninstall
+
+# Installed layout (make install PREFIX=/usr/local DESTDIR=/tmp/stage). The launcher finds
+# the library at ../lib/timebox/ from its own directory.
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+BINDIR     := $(PREFIX)/bin
+PKGLIBDIR  := $(PREFIX)/lib/timebox
+INCLUDEDIR := $(PREFIX)/include
+PCDIR      := $(PREFIX)/lib/pkgconfig
+MANDIR     := $(PREFIX)/share/man
+EXAMPLEDIR := $(PREFIX)/share/timebox/examples
+EXAMPLES   := $(wildcard conf/*.conf)
 
 all: $(LIB) $(LAUNCHER)
 
@@ -111,6 +124,34 @@ demo: deps-check all $(E2E_BINS)
 bench: all $(BENCH_BINS)
 	@tests/deps.sh bench
 	@TB_BUILD=$(BUILD) python3 tests/bench/run.py $(if $(QUICK),--quick) $(BENCH_ARGS)
+
+# The header's version must be the build's: refuse to install a mismatch.
+install: all
+	@grep -q '^#define TIMEBOX_VERSION "$(VERSION)"$$' include/timebox.h || \
+		{ echo "include/timebox.h does not say version $(VERSION)" >&2; exit 1; }
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(INCLUDEDIR) \
+		$(DESTDIR)$(PCDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 \
+		$(DESTDIR)$(EXAMPLEDIR)
+	install -m 0755 $(LAUNCHER) $(DESTDIR)$(BINDIR)/timebox
+	install -m 0644 $(LIB) $(DESTDIR)$(PKGLIBDIR)/libtimebox.so
+	install -m 0644 include/timebox.h $(DESTDIR)$(INCLUDEDIR)/timebox.h
+	install -m 0644 docs/timebox.1 $(DESTDIR)$(MANDIR)/man1/timebox.1
+	install -m 0644 docs/timebox.conf.5 $(DESTDIR)$(MANDIR)/man5/timebox.conf.5
+	install -m 0644 $(EXAMPLES) $(DESTDIR)$(EXAMPLEDIR)/
+	printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$${prefix}/include' \
+		'libdir=$${prefix}/lib/timebox' 'preload=$${libdir}/libtimebox.so' '' \
+		'Name: timebox' \
+		'Description: per-phase timeouts and deadlines for TCP clients, by LD_PRELOAD' \
+		'Version: $(VERSION)' 'Cflags: -I$${includedir}' \
+		> $(DESTDIR)$(PCDIR)/timebox.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/timebox $(DESTDIR)$(PKGLIBDIR)/libtimebox.so \
+		$(DESTDIR)$(INCLUDEDIR)/timebox.h $(DESTDIR)$(PCDIR)/timebox.pc \
+		$(DESTDIR)$(MANDIR)/man1/timebox.1 $(DESTDIR)$(MANDIR)/man5/timebox.conf.5 \
+		$(addprefix $(DESTDIR)$(EXAMPLEDIR)/,$(notdir $(EXAMPLES)))
+	-rmdir $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(EXAMPLEDIR) $(DESTDIR)$(PREFIX)/share/timebox \
+		2>/dev/null
 
 clean:
 	rm -rf build

@@ -382,3 +382,59 @@ def test_check_explain():
     assert "not governed" in r.stdout, r
     r = check("--explain", "10.0.0.0/8", conf)
     assert r.returncode == 2, r
+
+
+# ---- make install --------------------------------------------------------------------------
+
+@lib.timeout(180)
+def test_install_tree_works():
+    if lib.SANITIZE:
+        lib.skip("installation is tested on the plain build, not under a sanitizer")
+    dest = tempfile.mkdtemp(prefix="tb-install-")
+    try:
+        make = ["make", "-s", "-C", lib.ROOT, "DESTDIR=" + dest, "PREFIX=/usr/local"]
+        r = lib.run(make + ["install"], env=lib.native_env(), timeout=170)
+        assert r.returncode == 0, r
+        root = os.path.join(dest, "usr/local")
+        for rel in ("bin/timebox", "lib/timebox/libtimebox.so", "include/timebox.h",
+                    "lib/pkgconfig/timebox.pc", "share/man/man1/timebox.1",
+                    "share/man/man5/timebox.conf.5", "share/timebox/examples/redis.conf"):
+            assert os.path.isfile(os.path.join(root, rel)), rel
+        tb = os.path.join(root, "bin/timebox")
+
+        # The launcher finds its library in the installed tree, and it governs.
+        env = lib.native_env()
+        env.pop("TIMEBOX_LIBRARY", None)
+        r = lib.run([tb, "run", "--print-env"], env=env)
+        assert r.returncode == 0, r
+        assert "LD_PRELOAD=%s/lib/timebox/libtimebox.so" % os.path.realpath(root) in r.stdout, r
+        with FaultServer() as srv:
+            t = "127.0.0.1:%d/delay?ms=3000" % srv.port
+            r = lib.run([tb, "run", "--read-timeout", "200ms", "--", PYTHON, "-c", CLIENT, t],
+                        env=env)
+            assert r.returncode == 0 and " error ETIMEDOUT " in r.stdout, r
+        r = lib.run([tb, "check", os.path.join(root, "share/timebox/examples/service.conf")],
+                    env=env)
+        assert r.returncode == 0, r
+
+        # pkg-config and the header agree with the launcher's version.
+        version = lib.run([tb, "--version"], env=env).stdout.split()[1]
+        r = lib.run(["pkg-config", "--modversion", "--variable=preload", "timebox"],
+                    env=dict(env, PKG_CONFIG_PATH=os.path.join(root, "lib/pkgconfig")))
+        assert r.returncode == 0 and version in r.stdout, r
+        with open(os.path.join(root, "include/timebox.h")) as f:
+            assert '#define TIMEBOX_VERSION "%s"' % version in f.read()
+
+        # Both pages render.
+        for page in ("share/man/man1/timebox.1", "share/man/man5/timebox.conf.5"):
+            r = lib.run(["man", "-l", "-P", "cat", os.path.join(root, page)],
+                        env=dict(env, MANWIDTH="80"))
+            assert r.returncode == 0 and "SEE ALSO" in r.stdout, (page, r)
+            assert "warning" not in r.stderr, (page, r)
+
+        r = lib.run(make + ["uninstall"], env=lib.native_env(), timeout=60)
+        assert r.returncode == 0, r
+        left = [os.path.join(d, f) for d, _, fs in os.walk(dest) for f in fs]
+        assert left == [], left
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)
