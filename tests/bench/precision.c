@@ -2,10 +2,12 @@
  * precision.c - how late does a 300 ms limit fire? T threads each wait on a connection to a
  * peer that never answers, all starting together, and measure (return time - limit).
  *
- * usage: precision --threads T --mode timebox|poll|rcvtimeo [--ms L]
+ * usage: precision --threads T --mode timebox|first_byte|poll|rcvtimeo [--ms L]
  *
  *   timebox    a blocking recv, cut by the preloaded library's deadline (TIMEBOX_DEADLINE
  *              must be L ms); the clock starts before connect, where the deadline opens
+ *   first_byte the same cut by TIMEBOX_FIRST_BYTE_TIMEOUT (L ms), which starts in recv;
+ *              the clock starts after connect, as for the native modes
  *   poll       poll(fd, POLLIN, L) natively: the kernel's hrtimer, the floor
  *   rcvtimeo   a blocking recv with SO_RCVTIMEO = L ms natively: the kernel's timer wheel
  *
@@ -28,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum mode { M_TIMEBOX, M_POLL, M_RCVTIMEO };
+enum mode { M_TIMEBOX, M_FIRST_BYTE, M_POLL, M_RCVTIMEO };
 
 struct waiter {
     pthread_t tid;
@@ -88,6 +90,10 @@ static void *wait_one(void *arg)
     case M_TIMEBOX:
         w->bad = !(recv(fd, &c, 1, 0) < 0 && errno == ETIMEDOUT);
         break;
+    case M_FIRST_BYTE:
+        t0 = now_ns();
+        w->bad = !(recv(fd, &c, 1, 0) < 0 && errno == ETIMEDOUT);
+        break;
     case M_POLL: {
         struct pollfd p = { .fd = fd, .events = POLLIN };
 
@@ -135,6 +141,8 @@ int main(int argc, char **argv)
     }
     if (mname != NULL && strcmp(mname, "timebox") == 0)
         mode = M_TIMEBOX;
+    else if (mname != NULL && strcmp(mname, "first_byte") == 0)
+        mode = M_FIRST_BYTE;
     else if (mname != NULL && strcmp(mname, "poll") == 0)
         mode = M_POLL;
     else if (mname != NULL && strcmp(mname, "rcvtimeo") == 0)
@@ -142,7 +150,8 @@ int main(int argc, char **argv)
     else
         mname = NULL;
     if (mname == NULL || threads < 1 || limit_ns <= 0 || argc % 2 == 0) {
-        fprintf(stderr, "usage: precision --threads T --mode timebox|poll|rcvtimeo [--ms L]\n");
+        fprintf(stderr, "usage: precision --threads T --mode timebox|first_byte|poll|rcvtimeo "
+                        "[--ms L]\n");
         return 2;
     }
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
