@@ -392,19 +392,31 @@ static bool write_progressing(struct tb_sock *s, int fd, int64_t now, int64_t *r
 	return false;
 }
 
-bool tb_sock_mark_expired(struct tb_sock *s, uint32_t gen, enum tb_phase phase, int fd)
+/* Moves the socket (generation gen) to EXPIRED for phase; true when this call did it. */
+static bool claim_expiry(struct tb_sock *s, uint32_t gen, enum tb_phase phase)
 {
 	uint32_t w = tb_sock_word(s);
 
 	if (TB_ST_GEN(w) != gen || TB_ST(w) == TB_ST_EXPIRED || TB_ST(w) == TB_ST_FREE)
 		return false;
-	if (!atomic_compare_exchange_strong(&s->state, &w,
-					    (w & ~0xffu) | (uint32_t)phase << 4 | TB_ST_EXPIRED))
-		return false;
-	/* SHUT_RDWR wakes every waiter: a blocked recv returns 0, poll reports POLLHUP, a
-	 * connect to a silent peer returns. The fd stays open until the program closes it,
-	 * and nothing the peer sends later can be read through it. */
+	return atomic_compare_exchange_strong(&s->state, &w,
+					      (w & ~0xffu) | (uint32_t)phase << 4 |
+						      TB_ST_EXPIRED);
+}
+
+/* SHUT_RDWR wakes every waiter: a blocked recv returns 0, poll reports POLLHUP, a connect to
+ * a silent peer returns. The fd stays open until the program closes it, and nothing the
+ * peer sends later can be read through it. */
+static void cut(int fd)
+{
 	shutdown(fd, SHUT_RDWR);
+}
+
+bool tb_sock_mark_expired(struct tb_sock *s, uint32_t gen, enum tb_phase phase, int fd)
+{
+	if (!claim_expiry(s, gen, phase))
+		return false;
+	cut(fd);
 	return true;
 }
 
@@ -438,13 +450,16 @@ int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_p
 		rc = 0;
 		goto out;
 	}
-	/* Measure first: once shut down, the waiter wakes and folds its wait into idle_ns. */
+	/* Measure first: once shut down, the waiter wakes and folds its wait into idle_ns.
+	 * Log before the cut, too: the woken program may exit before this thread runs again,
+	 * and the line must not be lost with it. */
 	measure(s, side, phase, now, &elapsed, &limit);
-	if (!tb_sock_mark_expired(s, gen, phase, fd))
+	if (!claim_expiry(s, gen, phase))
 		goto out;
 	atomic_fetch_add_explicit(&tb_expiries[phase], 1, memory_order_relaxed);
 	tb_log_timeout(phase, &s->dest, fd, elapsed, limit,
 		       own_fd ? tb_tid() : atomic_load_explicit(&s->waiter_tid, memory_order_relaxed));
+	cut(fd);
 	rc = 1;
 out:
 	if (!own_fd)
