@@ -75,9 +75,12 @@ const char *tb_config_key(int field)
 	return env_keys[field];
 }
 
-/* The field named by a config key, or -1. TIMEBOX_CONFIG has no key in the file. */
+/* The field named by a config key, or -1. TIMEBOX_CONFIG has no key in the file.
+ * `shared` is accepted for gate_shared: inside a rule it can only mean the gate. */
 static int field_of(const char *key)
 {
+	if (strcmp(key, "shared") == 0)
+		key = "gate_shared";
 	for (int f = 0; f < TB_FIELDS_MAX; f++) {
 		const char *k = tb_config_key(f);
 
