@@ -463,12 +463,13 @@ def test_gatecheck_shared():
 
 # ---- 7. a real program: curl ----------------------------------------------------------------
 
-def curl_all(srv, n, env):
+def curl_all(srv, n, env, delay_ms=500):
     if lib.SANITIZE == "thread":
         # curl hangs with the TSan runtime preloaded, timebox or not (a bare
         # LD_PRELOAD=libtsan.so curl ... never returns).
         lib.skip("curl does not run with a preloaded TSan runtime")
-    cmd = ["curl", "-sS", "-o", "/dev/null", "-w", "%{time_total}\n", srv.url("/delay?ms=500")]
+    cmd = ["curl", "-sS", "-o", "/dev/null", "-w", "%{time_total}\n",
+           srv.url("/delay?ms=%d" % delay_ms)]
     return start_all([cmd] * n, lib.preload_env(env))
 
 
@@ -498,8 +499,10 @@ def test_curl_nonblocking_fail():
            "TIMEBOX_GATE_NONBLOCKING": "fail"}
     with FaultServer() as srv:
         try:
+            # The first five hold their slots 2 s, so that all 20 start while the gate is
+            # full even when starting 20 processes is slow.
             with Sampler(srv) as sampler:
-                runs = curl_all(srv, 20, env)
+                runs = curl_all(srv, 20, env, delay_ms=2000)
             st = assert_cap_held(srv, sampler, 5, "20 curls, fail")
             ok = [r for r in runs if r[0].returncode == 0]
             refused = [r for r in runs if r[0].returncode != 0]
@@ -515,6 +518,6 @@ def test_curl_nonblocking_fail():
                 assert float(out) * 1000 < 300, out  # curl's own measure of the attempt
                 rej, = events(err, event="reject", phase="gate", reason="full")
             for proc, ms, out, err in ok:
-                assert float(out) * 1000 >= 500, out
+                assert float(out) * 1000 >= 2000, out
         finally:
             remove_gate_file(srv, 5)
