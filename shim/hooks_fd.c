@@ -1,7 +1,9 @@
 /* hooks_fd.c - fd lifetime: close, close_range, dup*, fcntl (F_DUPFD*, F_SETFL), ioctl
  * (FIONBIO) and fclose. Keeps the fd table exact so a slot never outlives its socket, and
  * keeps the program from closing timebox's own fds. */
+#include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/ioctl.h>
@@ -18,15 +20,35 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
-/* fd is going away (close, or dup2 over it): untrack it and drop its reference. */
-static void release(int fd)
+/*
+ * fd is going away (close, dup2 over it): untrack it. Returns its socket, or NULL; the
+ * caller drops the reference with drop() only after the real close, so that a gate slot
+ * passes to a waiter only once the old connection is really closed.
+ */
+static struct tb_sock *detach(int fd)
 {
 	struct tb_sock *s = tb_fd_take(fd);
 
-	if (s == NULL)
-		return;
-	tb_budget_on_close(tb_budget_here(), atomic_load(&s->set));
-	tb_sock_unref(s);
+	if (s != NULL)
+		tb_budget_on_close(tb_budget_here(), atomic_load(&s->set));
+	return s;
+}
+
+static void drop(struct tb_sock *s)
+{
+	int saved = errno;
+
+	if (s != NULL)
+		tb_sock_unref(s);
+	errno = saved;
+}
+
+/* The watchdog may be between its identity check and shutdown() on this fd number: wait
+ * for it before the number is released to the kernel (microseconds at most). */
+static void quiesce(struct tb_sock *s)
+{
+	while (s != NULL && atomic_load(&s->busy))
+		sched_yield();
 }
 
 /* newfd now refers to what oldfd refers to. */
@@ -49,8 +71,12 @@ static void evacuate(int fd)
 	if (!tb_fd_is_internal(fd))
 		return;
 	moved = tb_real.fcntl(fd, F_DUPFD_CLOEXEC, 512);
-	if (moved >= 0)
-		tb_log_fd_moved(fd, moved);
+	if (moved < 0)
+		return;
+	/* It is the log file or a shared-gate slot lock; the dup2 about to happen closes
+	 * the old number, and the copy keeps the file (and the slot's lock) open. */
+	tb_log_fd_moved(fd, moved);
+	tb_sock_slot_fd_moved(fd, moved);
 }
 
 TB_EXPORT int close(int fd)
@@ -60,8 +86,15 @@ TB_EXPORT int close(int fd)
 			return 0; /* ours: the program never opened it, pretend it is gone */
 		return tb_real.close(fd);
 	}
-	release(fd);
-	return tb_real.close(fd);
+	{
+		struct tb_sock *s = detach(fd);
+		int r;
+
+		quiesce(s);
+		r = tb_real.close(fd);
+		drop(s);
+		return r;
+	}
 }
 
 /* close_range over [lo, hi], skipping our internal fds. */
@@ -69,8 +102,15 @@ static int close_span(unsigned lo, unsigned hi, int flags)
 {
 	int hw = atomic_load(&tb_fd_hiwater);
 
-	for (unsigned fd = lo; hw >= 0 && fd <= hi && fd <= (unsigned)hw; fd++)
-		release((int)fd);
+	for (unsigned fd = lo; hw >= 0 && fd <= hi && fd <= (unsigned)hw; fd++) {
+		struct tb_sock *s = detach((int)fd);
+
+		if (s == NULL)
+			continue;
+		quiesce(s);
+		tb_real.close((int)fd); /* before the slot goes back; close_range skips it */
+		drop(s);
+	}
 	return tb_real.close_range(lo, hi, flags);
 }
 
@@ -109,31 +149,43 @@ TB_EXPORT int dup(int fd)
 
 TB_EXPORT int dup2(int oldfd, int newfd)
 {
+	struct tb_sock *gone;
 	int r;
 
 	if (oldfd == newfd)
 		return tb_real.dup2(oldfd, newfd);
 	evacuate(newfd);
+	gone = detach(newfd);
+	quiesce(gone);
 	r = tb_real.dup2(oldfd, newfd);
-	if (r >= 0) {
-		release(newfd);
-		duplicate(oldfd, newfd);
+	if (r < 0) {
+		if (gone != NULL && !tb_fd_set(newfd, gone)) /* still open: tracked again */
+			drop(gone);
+		return r;
 	}
+	drop(gone);
+	duplicate(oldfd, newfd);
 	return r;
 }
 
 TB_EXPORT int dup3(int oldfd, int newfd, int flags)
 {
+	struct tb_sock *gone;
 	int r;
 
 	if (oldfd == newfd)
 		return tb_real.dup3(oldfd, newfd, flags);
 	evacuate(newfd);
+	gone = detach(newfd);
+	quiesce(gone);
 	r = tb_real.dup3(oldfd, newfd, flags);
-	if (r >= 0) {
-		release(newfd);
-		duplicate(oldfd, newfd);
+	if (r < 0) {
+		if (gone != NULL && !tb_fd_set(newfd, gone)) /* still open: tracked again */
+			drop(gone);
+		return r;
 	}
+	drop(gone);
+	duplicate(oldfd, newfd);
 	return r;
 }
 
@@ -204,7 +256,14 @@ TB_EXPORT int fclose(FILE *f)
 {
 	int fd = f != NULL ? fileno(f) : -1;
 
-	if (fd >= 0 && TB_UNLIKELY(tb_fd_sock(fd) != NULL))
-		release(fd);
-	return tb_real.fclose(f);
+	struct tb_sock *s = NULL;
+	int r;
+
+	if (fd >= 0 && TB_UNLIKELY(tb_fd_sock(fd) != NULL)) {
+		s = detach(fd);
+		quiesce(s);
+	}
+	r = tb_real.fclose(f);
+	drop(s);
+	return r;
 }

@@ -468,6 +468,18 @@ out:
 	return rc;
 }
 
+void tb_sock_slot_fd_moved(int from, int to)
+{
+	unsigned n = atomic_load(&nchunks);
+
+	for (unsigned c = 0; c < n; c++)
+		for (unsigned i = 0; i < CHUNK; i++)
+			if (atomic_load(&chunks[c][i].has_slot) && chunks[c][i].slot_fd == from)
+				chunks[c][i].slot_fd = to;
+	tb_fd_unmark_internal(from);
+	tb_fd_mark_internal(to);
+}
+
 void tb_sock_foreach(void (*fn)(struct tb_sock *s))
 {
 	unsigned n = atomic_load(&nchunks);

@@ -78,6 +78,9 @@ void tb_sock_hold_slot(struct tb_sock *s, struct tb_gate *g, int slot_fd);
 /* Gives the slot back, once: when the last fd is closed, or when the connect failed. */
 void tb_sock_release_slot(struct tb_sock *s);
 
+/* A shared-gate slot fd was moved from `from` to `to` (the program dup2'ed over it). */
+void tb_sock_slot_fd_moved(int from, int to);
+
 /* Drops one fd's reference; the last one returns the socket to the pool. Waits while the
  * watchdog is acting on it, so the fd number cannot be reused under the watchdog. */
 void tb_sock_unref(struct tb_sock *s);

@@ -12,8 +12,11 @@
  *   close_range connect A; close_range(A, A, CLOSE_RANGE_CLOEXEC): still held (nothing
  *               closes before exec); close_range(A, ~0U, 0): free.
  *   fclose      connect A; fclose(fdopen(A)): free.
- *   fork        connect A; fork; the parent closes its copy: still held (the child has
- *               one); the child closes its copy and exits: free.
+ *   fork        (shared gate) connect A; fork; the parent closes its copy: still held
+ *               (the child has one); the child closes its copy and exits: free.
+ *   fork_local  (a gate per process) connect A; fork; the parent closes its copy: free in
+ *               the parent's gate; the child's gate still counts A (held) until the child
+ *               closes it (free).
  *
  * Every mode ends the same way: a connect that must succeed at once, one more that must
  * wait (at a cap of 1: a slot given back twice would let it through), then everything is
@@ -220,9 +223,43 @@ static void mode_fork(void)
     close(done[0]);
 }
 
+/* A gate per process counts the sockets that process has open: after fork each process has
+ * its own copy of the gate, and of the socket. */
+static void mode_fork_local(void)
+{
+    int a = gate_connect("connect", true), b, go[2];
+    char c = 'x';
+    pid_t pid;
+    int status;
+
+    check("pipe", pipe(go));
+    fflush(stdout);
+    pid = fork();
+    check("fork", pid);
+    if (pid == 0) {
+        close(go[1]);
+        if (read(go[0], &c, 1) != 1)
+            _exit(1);
+        gate_connect("child_holds_inherited", false);
+        close(a);
+        b = gate_connect("child_after_close", true);
+        close(b);
+        exit(0); /* exit, not _exit: the child's gate summary is printed too */
+    }
+    close(go[0]);
+    check("close_parent_copy", close(a));
+    b = gate_connect("parent_after_close", true);
+    close(b);
+    if (write(go[1], &c, 1) != 1)
+        fail("child", "lost the child");
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail("child", "the child failed");
+    close(go[1]);
+}
+
 static void usage(void)
 {
-    fputs("usage: gatecheck dup|dup2|close_range|fclose|fork --port N\n", stderr);
+    fputs("usage: gatecheck dup|dup2|close_range|fclose|fork|fork_local --port N\n", stderr);
     exit(2);
 }
 
@@ -237,6 +274,7 @@ int main(int argc, char **argv)
         { "close_range", mode_close_range },
         { "fclose", mode_fclose },
         { "fork", mode_fork },
+        { "fork_local", mode_fork_local },
     };
     void (*run)(void) = NULL;
     char *end;
