@@ -559,7 +559,7 @@ def bench_scale(rep, cfg):
                      for m in ("xps", "p50_us", "p99_us", "cpu_us", "idle_rss_kb")}
                 s["us_per_exch"] = summary([1e6 / r["xps"] for r in rs])
                 res[key][v] = s
-                rows.append([("%d sockets" % k) if kind == "sockets" else
+                rows.append([("%d socket%s" % (k, "" if k == 1 else "s")) if kind == "sockets" else
                              "1 socket + %d blocked threads" % k, v,
                              cell(s["us_per_exch"], 2), cell(s["p50_us"]), cell(s["p99_us"]),
                              cell(s["cpu_us"])])
@@ -644,7 +644,7 @@ def machine():
                             capture_output=True, text=True).stdout.strip() or "unknown"
     return {"nproc": os.cpu_count(), "cpu": model, "kernel": platform.release(),
             "loadavg_start": os.getloadavg()[0],
-            "haproxy": hap.replace("HAProxy version ", ""), "commit": commit,
+            "haproxy": (hap.split() + ["?"] * 3)[2], "commit": commit,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 
