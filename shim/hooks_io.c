@@ -17,17 +17,25 @@ ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
 ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
 		       struct sockaddr *addr, socklen_t *alen);
 
-#define GOVERNED(fd, side, dontwait, call) GOVERNED_SEND(fd, side, dontwait, false, call)
-
-/* `sigpipe`: the program's own call would raise SIGPIPE on EPIPE (see tb_xfer_end). */
-#define GOVERNED_SEND(fd, side, dontwait, sigpipe_, call)                                   \
+/*
+ * The body for a governed socket, kept out of line (TB_SLOW): inlined, its stack frame
+ * would make every hook save and restore registers even for an untracked fd, whose whole
+ * path must stay a bounds check, a load and a tail call into libc.
+ * `sigpipe`: the program's own call would raise SIGPIPE on EPIPE (see tb_xfer_end).
+ */
+#define GOVERNED(side, dontwait, sigpipe_, call)                                            \
 	do {                                                                                \
 		struct tb_xfer x_;                                                          \
-		if (tb_xfer_begin(&x_, s, (fd), (side), (dontwait)) < 0)                    \
+		if (tb_xfer_begin(&x_, s, fd, (side), (dontwait)) < 0)                      \
 			return -1;                                                          \
 		x_.sigpipe = (sigpipe_);                                                    \
 		return tb_xfer_end(&x_, (call));                                            \
 	} while (0)
+
+static TB_SLOW ssize_t governed_read(struct tb_sock *s, int fd, void *buf, size_t n)
+{
+	GOVERNED(TB_RD, false, false, tb_real.read(fd, buf, n));
+}
 
 TB_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
@@ -35,7 +43,7 @@ TB_EXPORT ssize_t read(int fd, void *buf, size_t n)
 
 	if (TB_LIKELY(s == NULL))
 		return tb_real.read(fd, buf, n);
-	GOVERNED(fd, TB_RD, false, tb_real.read(fd, buf, n));
+	return governed_read(s, fd, buf, n);
 }
 
 TB_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
@@ -45,14 +53,24 @@ TB_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 	return read(fd, buf, n);
 }
 
+static TB_SLOW ssize_t governed_write(struct tb_sock *s, int fd, const void *buf, size_t n)
+{
+	/* write(2) on a connected stream socket is send(2) with no flags. */
+	GOVERNED(TB_WR, false, true, tb_real.send(fd, buf, n, MSG_NOSIGNAL));
+}
+
 TB_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
 	struct tb_sock *s = tb_fd_sock(fd);
 
 	if (TB_LIKELY(s == NULL))
 		return tb_real.write(fd, buf, n);
-	/* write(2) on a connected stream socket is send(2) with no flags. */
-	GOVERNED_SEND(fd, TB_WR, false, true, tb_real.send(fd, buf, n, MSG_NOSIGNAL));
+	return governed_write(s, fd, buf, n);
+}
+
+static TB_SLOW ssize_t governed_readv(struct tb_sock *s, int fd, const struct iovec *iov, int n)
+{
+	GOVERNED(TB_RD, false, false, tb_real.readv(fd, iov, n));
 }
 
 TB_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
@@ -61,21 +79,29 @@ TB_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 
 	if (TB_LIKELY(s == NULL))
 		return tb_real.readv(fd, iov, n);
-	GOVERNED(fd, TB_RD, false, tb_real.readv(fd, iov, n));
+	return governed_readv(s, fd, iov, n);
+}
+
+/* writev(2) on a connected stream socket is sendmsg(2) with no flags. */
+static TB_SLOW ssize_t governed_writev(struct tb_sock *s, int fd, const struct iovec *iov, int n)
+{
+	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
+
+	GOVERNED(TB_WR, false, true, tb_real.sendmsg(fd, &m, MSG_NOSIGNAL));
 }
 
 TB_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 {
 	struct tb_sock *s = tb_fd_sock(fd);
 
-	if (TB_LIKELY(s == NULL))
+	if (TB_LIKELY(s == NULL) || n < 0) /* n < 0: let libc report EINVAL */
 		return tb_real.writev(fd, iov, n);
-	/* writev(2) on a connected stream socket is sendmsg(2) with no flags. */
-	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = n > 0 ? (size_t)n : 0 };
+	return governed_writev(s, fd, iov, n);
+}
 
-	if (n < 0)
-		return tb_real.writev(fd, iov, n); /* let libc report EINVAL */
-	GOVERNED_SEND(fd, TB_WR, false, true, tb_real.sendmsg(fd, &m, MSG_NOSIGNAL));
+static TB_SLOW ssize_t governed_recv(struct tb_sock *s, int fd, void *buf, size_t n, int flags)
+{
+	GOVERNED(TB_RD, flags & MSG_DONTWAIT, false, tb_real.recv(fd, buf, n, flags));
 }
 
 TB_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
@@ -84,7 +110,7 @@ TB_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 
 	if (TB_LIKELY(s == NULL))
 		return tb_real.recv(fd, buf, n, flags);
-	GOVERNED(fd, TB_RD, flags & MSG_DONTWAIT, tb_real.recv(fd, buf, n, flags));
+	return governed_recv(s, fd, buf, n, flags);
 }
 
 TB_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
@@ -94,25 +120,32 @@ TB_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int fla
 	return recv(fd, buf, n, flags);
 }
 
+static TB_SLOW ssize_t governed_send(struct tb_sock *s, int fd, const void *buf, size_t n, int flags)
+{
+	GOVERNED(TB_WR, flags & MSG_DONTWAIT, !(flags & MSG_NOSIGNAL), tb_real.send(fd, buf, n, flags | MSG_NOSIGNAL));
+}
+
 TB_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
 	struct tb_sock *s = tb_fd_sock(fd);
 
 	if (TB_LIKELY(s == NULL))
 		return tb_real.send(fd, buf, n, flags);
-	GOVERNED_SEND(fd, TB_WR, flags & MSG_DONTWAIT, !(flags & MSG_NOSIGNAL),
-		      tb_real.send(fd, buf, n, flags | MSG_NOSIGNAL));
+	return governed_send(s, fd, buf, n, flags);
 }
 
-TB_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *addr,
-			   socklen_t *alen)
+static TB_SLOW ssize_t governed_recvfrom(struct tb_sock *s, int fd, void *buf, size_t n, int flags, struct sockaddr *addr, socklen_t *alen)
+{
+	GOVERNED(TB_RD, flags & MSG_DONTWAIT, false, tb_real.recvfrom(fd, buf, n, flags, addr, alen));
+}
+
+TB_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *addr, socklen_t *alen)
 {
 	struct tb_sock *s = tb_fd_sock(fd);
 
 	if (TB_LIKELY(s == NULL))
 		return tb_real.recvfrom(fd, buf, n, flags, addr, alen);
-	GOVERNED(fd, TB_RD, flags & MSG_DONTWAIT,
-		 tb_real.recvfrom(fd, buf, n, flags, addr, alen));
+	return governed_recvfrom(s, fd, buf, n, flags, addr, alen);
 }
 
 TB_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
@@ -123,15 +156,23 @@ TB_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int
 	return recvfrom(fd, buf, n, flags, addr, alen);
 }
 
-TB_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
-			 const struct sockaddr *addr, socklen_t alen)
+static TB_SLOW ssize_t governed_sendto(struct tb_sock *s, int fd, const void *buf, size_t n, int flags, const struct sockaddr *addr, socklen_t alen)
+{
+	GOVERNED(TB_WR, flags & MSG_DONTWAIT, !(flags & MSG_NOSIGNAL), tb_real.sendto(fd, buf, n, flags | MSG_NOSIGNAL, addr, alen));
+}
+
+TB_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *addr, socklen_t alen)
 {
 	struct tb_sock *s = tb_fd_sock(fd);
 
 	if (TB_LIKELY(s == NULL))
 		return tb_real.sendto(fd, buf, n, flags, addr, alen);
-	GOVERNED_SEND(fd, TB_WR, flags & MSG_DONTWAIT, !(flags & MSG_NOSIGNAL),
-		      tb_real.sendto(fd, buf, n, flags | MSG_NOSIGNAL, addr, alen));
+	return governed_sendto(s, fd, buf, n, flags, addr, alen);
+}
+
+static TB_SLOW ssize_t governed_recvmsg(struct tb_sock *s, int fd, struct msghdr *msg, int flags)
+{
+	GOVERNED(TB_RD, flags & MSG_DONTWAIT, false, tb_real.recvmsg(fd, msg, flags));
 }
 
 TB_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
@@ -140,7 +181,12 @@ TB_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 
 	if (TB_LIKELY(s == NULL))
 		return tb_real.recvmsg(fd, msg, flags);
-	GOVERNED(fd, TB_RD, flags & MSG_DONTWAIT, tb_real.recvmsg(fd, msg, flags));
+	return governed_recvmsg(s, fd, msg, flags);
+}
+
+static TB_SLOW ssize_t governed_sendmsg(struct tb_sock *s, int fd, const struct msghdr *msg, int flags)
+{
+	GOVERNED(TB_WR, flags & MSG_DONTWAIT, !(flags & MSG_NOSIGNAL), tb_real.sendmsg(fd, msg, flags | MSG_NOSIGNAL));
 }
 
 TB_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
@@ -149,6 +195,5 @@ TB_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 
 	if (TB_LIKELY(s == NULL))
 		return tb_real.sendmsg(fd, msg, flags);
-	GOVERNED_SEND(fd, TB_WR, flags & MSG_DONTWAIT, !(flags & MSG_NOSIGNAL),
-		      tb_real.sendmsg(fd, msg, flags | MSG_NOSIGNAL));
+	return governed_sendmsg(s, fd, msg, flags);
 }

@@ -61,6 +61,19 @@ int64_t tb_settings_phase_limit(const struct tb_settings *s, enum tb_phase phase
 	return 0;
 }
 
+int64_t tb_settings_min_limit(const struct tb_settings *s)
+{
+	const int64_t v[] = { s->connect_ns, s->write_ns,
+			      tb_settings_phase_limit(s, TB_PHASE_FIRST_BYTE), s->read_ns,
+			      s->deadline_ns };
+	int64_t m = 0;
+
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		if (v[i] > 0 && (m == 0 || v[i] < m))
+			m = v[i];
+	return m;
+}
+
 const char *tb_phase_name(enum tb_phase phase)
 {
 	static const char *const names[TB_PHASE_COUNT] = {

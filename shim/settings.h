@@ -72,6 +72,9 @@ int64_t tb_settings_retry_window(const struct tb_settings *s);
 /* The limit of one phase in ns (0 = off); TB_PHASE_DEADLINE gives deadline_ns. */
 int64_t tb_settings_phase_limit(const struct tb_settings *s, enum tb_phase phase);
 
+/* The smallest limit that is set among the phases and the deadline, or 0 when none is. */
+int64_t tb_settings_min_limit(const struct tb_settings *s);
+
 /* "gate", "connect", ... as written in logs and docs. */
 const char *tb_phase_name(enum tb_phase phase);
 

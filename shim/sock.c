@@ -99,21 +99,11 @@ static void side_reset(struct tb_side_state *sd)
 	atomic_store_explicit(&sd->expiry, TB_NEVER, memory_order_relaxed);
 }
 
-static int64_t min_positive(int64_t a, int64_t b)
-{
-	if (a <= 0)
-		return b;
-	if (b <= 0)
-		return a;
-	return a < b ? a : b;
-}
-
 struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct tb_dest *d,
 			    uint64_t ino, bool nonblock, int64_t now)
 {
 	struct tb_sock *s;
 	uint32_t gen;
-	int64_t linger;
 
 	while ((s = pop_free()) == NULL)
 		if (grow() < 0)
@@ -130,11 +120,6 @@ struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct 
 	atomic_store_explicit(&s->connect_start, now, memory_order_relaxed);
 	atomic_store_explicit(&s->call_start, now, memory_order_relaxed);
 	atomic_store_explicit(&s->call_deadline, TB_NEVER, memory_order_relaxed);
-	linger = min_positive(set->read_ns, set->first_byte_ns);
-	linger = min_positive(linger, set->write_ns);
-	linger = min_positive(linger, set->connect_ns);
-	linger = min_positive(linger, set->deadline_ns);
-	s->linger_ns = linger > 0 ? linger : TB_NS_PER_S;
 	side_reset(&s->side[TB_RD]);
 	side_reset(&s->side[TB_WR]);
 	atomic_store_explicit(&s->wr_outq, -1, memory_order_relaxed);

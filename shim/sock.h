@@ -39,28 +39,26 @@ struct tb_sock {
 	atomic_bool nonblock;     /* O_NONBLOCK of the open file description */
 	atomic_bool got_bytes;    /* response bytes since the last send: phase read */
 	atomic_bool delivered;    /* the expiry has been reported to a thread's budget */
+	atomic_bool has_slot;     /* holds a slot of `gate`, given back once */
 	_Atomic uint64_t ino;     /* identity: st_ino of the socket */
 	_Atomic(const struct tb_settings *) set;
 	struct tb_dest dest;      /* written before publication, read under `busy` */
+	int slot_fd;              /* a shared gate's lock fd, or -1 */
 	_Atomic int64_t connect_start;
 	_Atomic int64_t call_start;
 	_Atomic int64_t call_deadline;
-	int64_t linger_ns;        /* how long the watchdog keeps an idle socket filed */
 	struct tb_side_state side[2];
-	/* the gate slot this socket holds, if any, given back once (tb_sock_release_slot) */
-	struct tb_gate *gate;
-	int slot_fd;              /* a shared gate's lock fd, or -1 */
-	atomic_bool has_slot;
+	struct tb_gate *gate;     /* the gate whose slot it holds (tb_sock_release_slot) */
 	/* watchdog bookkeeping (watchdog.c) */
 	_Atomic int64_t wd_filed_at;  /* 0: not in the watchdog's heap */
-	atomic_bool in_incoming;
 	struct tb_sock *incoming_next;
-	_Atomic int64_t wr_outq;      /* SIOCOUTQ seen at the last write-side look, -1 none */
-	_Atomic int64_t wr_outq_at;   /* when that look was */
+	_Atomic int64_t wr_outq_at;   /* when the watchdog last looked at SIOCOUTQ */
 	_Atomic int64_t wr_moved_at;  /* when a look last saw the queue move (or the wait began) */
+	atomic_int wr_outq;           /* SIOCOUTQ seen at the last look, -1 none */
 	/* pool bookkeeping */
 	uint32_t index;
 	atomic_uint free_next;
+	atomic_bool in_incoming;
 };
 
 /*

@@ -161,10 +161,15 @@ static void evaluate(struct tb_sock *s, int64_t now)
 			int64_t lastw = atomic_load_explicit(&s->side[TB_WR].wait_begin,
 							     memory_order_relaxed);
 
+			int64_t linger = tb_settings_min_limit(atomic_load_explicit(
+				&s->set, memory_order_relaxed));
+
+			if (linger <= 0)
+				linger = TB_NS_PER_S;
 			if (lastw > last)
 				last = lastw;
-			if (now - last < s->linger_ns) {
-				file_at(s, now + s->linger_ns);
+			if (now - last < linger) {
+				file_at(s, now + linger);
 				return;
 			}
 		}
