@@ -147,17 +147,16 @@ TB_EXPORT int dup(int fd)
 	return nfd;
 }
 
-TB_EXPORT int dup2(int oldfd, int newfd)
+/* dup2 and dup3 onto a different fd: newfd's old socket (if any) goes, oldfd's comes. */
+static int dup_onto(int oldfd, int newfd, int flags, bool is_dup3)
 {
 	struct tb_sock *gone;
 	int r;
 
-	if (oldfd == newfd)
-		return tb_real.dup2(oldfd, newfd);
 	evacuate(newfd);
 	gone = detach(newfd);
 	quiesce(gone);
-	r = tb_real.dup2(oldfd, newfd);
+	r = is_dup3 ? tb_real.dup3(oldfd, newfd, flags) : tb_real.dup2(oldfd, newfd);
 	if (r < 0) {
 		if (gone != NULL && !tb_fd_set(newfd, gone)) /* still open: tracked again */
 			drop(gone);
@@ -168,25 +167,18 @@ TB_EXPORT int dup2(int oldfd, int newfd)
 	return r;
 }
 
+TB_EXPORT int dup2(int oldfd, int newfd)
+{
+	if (oldfd == newfd)
+		return tb_real.dup2(oldfd, newfd);
+	return dup_onto(oldfd, newfd, 0, false);
+}
+
 TB_EXPORT int dup3(int oldfd, int newfd, int flags)
 {
-	struct tb_sock *gone;
-	int r;
-
 	if (oldfd == newfd)
-		return tb_real.dup3(oldfd, newfd, flags);
-	evacuate(newfd);
-	gone = detach(newfd);
-	quiesce(gone);
-	r = tb_real.dup3(oldfd, newfd, flags);
-	if (r < 0) {
-		if (gone != NULL && !tb_fd_set(newfd, gone)) /* still open: tracked again */
-			drop(gone);
-		return r;
-	}
-	drop(gone);
-	duplicate(oldfd, newfd);
-	return r;
+		return tb_real.dup3(oldfd, newfd, flags); /* EINVAL */
+	return dup_onto(oldfd, newfd, flags, true);
 }
 
 /* After a successful fcntl on a governed fd: duplicates and O_NONBLOCK changes. */

@@ -11,26 +11,10 @@
 
 #include <cmocka.h>
 
+#include "unit.h"
+
 #include "budget.h"
 
-#define MS INT64_C(1000000)
-#define S INT64_C(1000000000)
-
-/* An origin far from 0, where fastfail_until == 0 ("no window") cannot pass by accident. */
-#define T0 (1000 * S)
-
-static struct tb_dest dest_v4(const char *ip, uint16_t port)
-{
-	struct sockaddr_in in;
-	struct tb_dest d;
-
-	memset(&in, 0, sizeof(in));
-	in.sin_family = AF_INET;
-	in.sin_port = htons(port);
-	assert_int_equal(inet_pton(AF_INET, ip, &in.sin_addr), 1);
-	assert_int_equal(tb_dest_from_sockaddr(&d, (struct sockaddr *)&in, sizeof(in)), 0);
-	return d;
-}
 
 static void settings(struct tb_settings *s, int64_t deadline_ns)
 {

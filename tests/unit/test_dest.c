@@ -12,20 +12,10 @@
 
 #include <cmocka.h>
 
+#include "unit.h"
+
 #include "dest.h"
 
-static struct tb_dest v4(const char *ip, uint16_t port)
-{
-	struct sockaddr_in in;
-	struct tb_dest d;
-
-	memset(&in, 0, sizeof(in));
-	in.sin_family = AF_INET;
-	in.sin_port = htons(port);
-	assert_int_equal(inet_pton(AF_INET, ip, &in.sin_addr), 1);
-	assert_int_equal(tb_dest_from_sockaddr(&d, (struct sockaddr *)&in, sizeof(in)), 0);
-	return d;
-}
 
 static struct tb_dest v6(const char *ip, uint16_t port)
 {
@@ -65,7 +55,7 @@ static void is_zero(const struct tb_dest *d)
 
 static void test_from_ipv4(void **state)
 {
-	struct tb_dest d = v4("192.168.1.20", 8080);
+	struct tb_dest d = dest_v4("192.168.1.20", 8080);
 	const uint8_t want[4] = { 192, 168, 1, 20 };
 
 	(void)state;
@@ -128,10 +118,10 @@ static void test_from_sockaddr_refusals(void **state)
 
 static void test_equal(void **state)
 {
-	struct tb_dest a = v4("10.0.0.1", 80);
-	struct tb_dest b = v4("10.0.0.1", 80);
-	struct tb_dest port = v4("10.0.0.1", 81);
-	struct tb_dest host = v4("10.0.0.2", 80);
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+	struct tb_dest b = dest_v4("10.0.0.1", 80);
+	struct tb_dest port = dest_v4("10.0.0.1", 81);
+	struct tb_dest host = dest_v4("10.0.0.2", 80);
 	struct tb_dest six = v6("::ffff:10.0.0.1", 80);
 	struct tb_dest s1 = v6("2001:db8::1", 80);
 	struct tb_dest s2 = v6("2001:db8::1", 80);
@@ -163,13 +153,13 @@ static void test_format_ipv4(void **state)
 	struct tb_dest d;
 
 	(void)state;
-	d = v4("127.0.0.1", 8080);
+	d = dest_v4("127.0.0.1", 8080);
 	expect_text(&d, "127.0.0.1:8080");
-	d = v4("0.0.0.0", 0);
+	d = dest_v4("0.0.0.0", 0);
 	expect_text(&d, "0.0.0.0:0");
-	d = v4("255.255.255.255", 65535);
+	d = dest_v4("255.255.255.255", 65535);
 	expect_text(&d, "255.255.255.255:65535");
-	d = v4("10.200.3.40", 5);
+	d = dest_v4("10.200.3.40", 5);
 	expect_text(&d, "10.200.3.40:5");
 }
 
@@ -209,7 +199,7 @@ static void test_format_unknown(void **state)
 
 static void test_format_truncates(void **state)
 {
-	struct tb_dest d = v4("127.0.0.1", 8080);
+	struct tb_dest d = dest_v4("127.0.0.1", 8080);
 	struct tb_dest d6 = v6("2001:db8::1", 80);
 	char buf[8];
 

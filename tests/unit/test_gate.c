@@ -12,26 +12,10 @@
 
 #include <cmocka.h>
 
+#include "unit.h"
+
 #include "gate.h"
 
-#define MS INT64_C(1000000)
-#define S INT64_C(1000000000)
-
-/* An origin far from 0, so that a bound computed from 0 cannot pass by accident. */
-#define T0 (1000 * S)
-
-static struct tb_dest dest_v4(const char *ip, uint16_t port)
-{
-	struct sockaddr_in in;
-	struct tb_dest d;
-
-	memset(&in, 0, sizeof(in));
-	in.sin_family = AF_INET;
-	in.sin_port = htons(port);
-	assert_int_equal(inet_pton(AF_INET, ip, &in.sin_addr), 1);
-	assert_int_equal(tb_dest_from_sockaddr(&d, (struct sockaddr *)&in, sizeof(in)), 0);
-	return d;
-}
 
 static void gate(struct tb_gate *g, int max, int max_pending)
 {
