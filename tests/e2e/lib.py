@@ -62,6 +62,21 @@ def _sanitizer_runtime():
     return path
 
 
+def sanitizer_preload():
+    """[the sanitizer runtime] under a sanitized build (it must come first in LD_PRELOAD of
+    an uninstrumented program that loads the sanitized library), [] otherwise."""
+    return [_sanitizer_runtime()] if SANITIZE else []
+
+
+def sanitizer_options(env):
+    """Sets, in env, the options a sanitized build's runs need (nothing without one)."""
+    if SANITIZE == "address":
+        env["ASAN_OPTIONS"] = "detect_leaks=0:verify_asan_link_order=0"
+    elif SANITIZE == "undefined":
+        env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
+    return env
+
+
 def preload_env(extra=None):
     """A copy of os.environ with LD_PRELOAD set to the timebox library, plus extra.
 
@@ -69,18 +84,32 @@ def preload_env(extra=None):
     LD_PRELOAD; TB_SANITIZE (set by `make SANITIZE=...`) says which one."""
     if not os.path.exists(LIB):
         raise FileNotFoundError("%s is not built (run make)" % LIB)
-    env = dict(os.environ)
-    preload = [LIB]
-    if SANITIZE:
-        preload.insert(0, _sanitizer_runtime())
-        if SANITIZE == "address":
-            env["ASAN_OPTIONS"] = "detect_leaks=0:verify_asan_link_order=0"
-        elif SANITIZE == "undefined":
-            env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
-    env["LD_PRELOAD"] = " ".join(preload)
+    env = sanitizer_options(dict(os.environ))
+    env["LD_PRELOAD"] = " ".join(sanitizer_preload() + [LIB])
     if extra:
         env.update({k: str(v) for k, v in extra.items()})
     return env
+
+
+_runs_with_sanitizer = {}
+
+
+def require_runs_with_sanitizer(argv):
+    """Skips the test when, under a sanitized build, the program argv cannot run with just
+    the sanitizer's runtime preloaded, timebox or not (curl and wget hang at exit with
+    ASan's or TSan's runtime in them): such a run says nothing about timebox. The probe is
+    a real run, so the skip is proven each time, never assumed."""
+    if not SANITIZE:
+        return
+    key = tuple(argv)
+    if key not in _runs_with_sanitizer:
+        env = sanitizer_options(native_env())
+        env["LD_PRELOAD"] = " ".join(sanitizer_preload())
+        r = run(list(argv), env=env, timeout=5)
+        _runs_with_sanitizer[key] = not r.timed_out and r.returncode == 0
+    if not _runs_with_sanitizer[key]:
+        skip("%s does not run with the %s sanitizer's runtime preloaded, even without "
+             "timebox" % (argv[0], SANITIZE))
 
 
 def native_env(extra=None):

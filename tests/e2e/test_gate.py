@@ -466,10 +466,7 @@ def test_gatecheck_shared():
 # ---- 7. a real program: curl ----------------------------------------------------------------
 
 def curl_all(srv, n, env, delay_ms=500):
-    if lib.SANITIZE == "thread":
-        # curl hangs with the TSan runtime preloaded, timebox or not (a bare
-        # LD_PRELOAD=libtsan.so curl ... never returns).
-        lib.skip("curl does not run with a preloaded TSan runtime")
+    lib.require_runs_with_sanitizer(["curl", "--version"])
     cmd = ["curl", "-sS", "-o", "/dev/null", "-w", "%{time_total}\n",
            srv.url("/delay?ms=%d" % delay_ms)]
     return start_all([cmd] * n, lib.preload_env(env))

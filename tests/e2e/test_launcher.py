@@ -26,11 +26,25 @@ OPTIONS = {   # option -> (its variable, a valid value)
 }
 
 
+# Under a sanitized build the launched command loads the sanitized library, so the
+# sanitizer's runtime must come first in LD_PRELOAD, as a user of that build would set it.
+SAN = lib.sanitizer_preload()
+
+
 def launcher(args, extra=None, timeout=15, input=None):
-    """Runs `timebox ARGS` in an environment without LD_PRELOAD or TIMEBOX_* variables."""
+    """Runs `timebox ARGS` in an environment without TIMEBOX_* variables, and without
+    LD_PRELOAD but for a sanitized build's runtime (first, before extra's LD_PRELOAD)."""
     env = {k: v for k, v in lib.native_env(extra).items()
            if not (k.startswith("TIMEBOX_") and k not in (extra or {}))}
+    if SAN:
+        lib.sanitizer_options(env)
+        env["LD_PRELOAD"] = " ".join(SAN + preload_list(env.get("LD_PRELOAD", "")))
     return lib.run([lib.LAUNCHER] + list(args), env=env, timeout=timeout, input=input)
+
+
+def needs(*argv):
+    """The launched program must run with a sanitized build's runtime (see lib)."""
+    lib.require_runs_with_sanitizer(list(argv))
 
 
 def preload_list(value):
@@ -58,6 +72,7 @@ def assert_curl_cut(res, limit_ms):
 
 @lib.timeout(30)
 def test_read_timeout_option_reaches_the_library():
+    needs("curl", "--version")
     with FaultServer() as srv:
         res = launcher(["run", "--read-timeout", "250ms", "--", "curl", "-sS",
                         srv.url("/stall")], timeout=10)
@@ -71,6 +86,7 @@ def test_read_timeout_option_reaches_the_library():
 
 @lib.timeout(30)
 def test_settings_from_the_environment_reach_the_library():
+    needs("curl", "--version")
     with FaultServer() as srv:
         res = launcher(["run", "--", "curl", "-sS", srv.url("/stall")],
                        extra={"TIMEBOX_READ_TIMEOUT": "250ms"}, timeout=10)
@@ -79,6 +95,7 @@ def test_settings_from_the_environment_reach_the_library():
 
 @lib.timeout(30)
 def test_launched_program_unchanged():
+    needs("curl", "--version")
     with FaultServer() as srv:
         cmd = ["curl", "-sS", srv.url("/ok?order=2")]
         native = lib.run(cmd, env=lib.native_env(), timeout=10)
@@ -91,7 +108,11 @@ def test_launched_program_unchanged():
 def test_exec_without_an_extra_process():
     # The launcher becomes the command: the command's pid is the pid the test spawned, and
     # its parent is the test itself.
+    needs("python3", "-c", "pass")
     env = {k: v for k, v in lib.native_env().items() if not k.startswith("TIMEBOX_")}
+    if SAN:
+        lib.sanitizer_options(env)
+        env["LD_PRELOAD"] = " ".join(SAN)
     proc = subprocess.Popen([lib.LAUNCHER, "run", "--read-timeout", "1s", "--", "python3",
                              "-c", "import os; print(os.getpid(), os.getppid())"],
                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -105,6 +126,7 @@ def test_exec_without_an_extra_process():
 
 @lib.timeout(30)
 def test_exit_status_passthrough():
+    needs("sh", "-c", "true")
     assert launcher(["run", "--", "sh", "-c", "exit 7"]).returncode == 7
     assert launcher(["run", "--", "true"]).returncode == 0
     assert launcher(["run", "--", "sh", "-c", "exit 255"]).returncode == 255
@@ -148,30 +170,32 @@ def test_bad_environment_refused_before_running():
 
 @lib.timeout(30)
 def test_ld_preload_appended_once():
+    needs("sh", "-c", "true")
     echo = ["run", "--", "sh", "-c", 'echo "$LD_PRELOAD"']
     # Appended after what the user preloads, which stays first.
     res = launcher(echo, extra={"LD_PRELOAD": LIBC})
     assert res.returncode == 0, res
     entries = preload_list(res.stdout)
-    assert len(entries) == 2 and entries[0] == LIBC, res
-    assert same_file(entries[1], lib.LIB), (entries, lib.LIB)
+    assert len(entries) == len(SAN) + 2 and entries[:-1] == SAN + [LIBC], res
+    assert same_file(entries[-1], lib.LIB), (entries, lib.LIB)
     first = res.stdout
     # Not added twice: when it is already there (colon- or space-separated, as ld.so
     # accepts both), and when the launcher runs itself.
-    for value in (LIBC + ":" + entries[1], LIBC + " " + entries[1]):
+    for value in (LIBC + ":" + entries[-1], LIBC + " " + entries[-1]):
         res = launcher(echo, extra={"LD_PRELOAD": value})
         assert res.returncode == 0, res
         assert preload_list(res.stdout) == entries, (value, res)
     res = launcher(["run", "--", lib.LAUNCHER] + echo, extra={"LD_PRELOAD": LIBC})
     assert res.stdout == first, res
-    # Alone when nothing was preloaded.
+    # Alone when nothing was preloaded (but a sanitized build's runtime).
     res = launcher(echo)
-    assert len(preload_list(res.stdout)) == 1, res
-    assert same_file(preload_list(res.stdout)[0], lib.LIB), res
+    assert len(preload_list(res.stdout)) == len(SAN) + 1, res
+    assert same_file(preload_list(res.stdout)[-1], lib.LIB), res
 
 
 @lib.timeout(30)
 def test_options_set_their_variables():
+    needs("env")
     args = ["run"]
     for opt, (_, value) in OPTIONS.items():
         args += [opt, value]
@@ -225,10 +249,11 @@ def test_command_cannot_run():
 @lib.timeout(30)
 def test_library_override():
     # TIMEBOX_LIBRARY names the library to preload.
+    needs("sh", "-c", "true")
     with tempfile.TemporaryDirectory(prefix="tb-launcher-") as d:
         copy = os.path.join(d, "libtimebox.so")
         shutil.copyfile(lib.LIB, copy)
         res = launcher(["run", "--", "sh", "-c", 'echo "$LD_PRELOAD"'],
                        extra={"TIMEBOX_LIBRARY": copy})
         assert res.returncode == 0, res
-        assert preload_list(res.stdout) == [copy], res
+        assert preload_list(res.stdout) == SAN + [copy], res
