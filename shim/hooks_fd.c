@@ -194,35 +194,37 @@ static void fcntl_after(int fd, int cmd, void *arg, int r)
 		atomic_store(&s->nonblock, ((long)arg & O_NONBLOCK) != 0);
 }
 
-/* fcntl's optional third argument is forwarded as a pointer-sized value (see real.c). */
+/* fcntl and fcntl64: forward, then follow duplicates and O_NONBLOCK changes. The optional
+ * third argument is forwarded as a pointer-sized value (see real.c). */
+static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *arg)
+{
+	int r = real(fd, cmd, arg);
+
+	if (TB_UNLIKELY(tb_fd_sock(fd) != NULL))
+		fcntl_after(fd, cmd, arg, r);
+	return r;
+}
+
 TB_EXPORT int fcntl(int fd, int cmd, ...)
 {
 	va_list ap;
 	void *arg;
-	int r;
 
 	va_start(ap, cmd);
 	arg = va_arg(ap, void *);
 	va_end(ap);
-	r = tb_real.fcntl(fd, cmd, arg);
-	if (TB_UNLIKELY(tb_fd_sock(fd) != NULL))
-		fcntl_after(fd, cmd, arg, r);
-	return r;
+	return fcntl_common(tb_real.fcntl, fd, cmd, arg);
 }
 
 TB_EXPORT int fcntl64(int fd, int cmd, ...)
 {
 	va_list ap;
 	void *arg;
-	int r;
 
 	va_start(ap, cmd);
 	arg = va_arg(ap, void *);
 	va_end(ap);
-	r = tb_real.fcntl64(fd, cmd, arg);
-	if (TB_UNLIKELY(tb_fd_sock(fd) != NULL))
-		fcntl_after(fd, cmd, arg, r);
-	return r;
+	return fcntl_common(tb_real.fcntl64, fd, cmd, arg);
 }
 
 /* Python sets O_NONBLOCK with ioctl(FIONBIO), not fcntl. */
