@@ -35,6 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tbtest.h"
+
 #define HEAD_MAX      16384 /* request line and headers */
 #define TARGET_MAX    2048
 #define KEY_MAX       64
@@ -82,22 +84,6 @@ static long long now_ms(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Sleeps ms milliseconds. An absolute deadline makes EINTR harmless. */
-static void sleep_ms(long ms)
-{
-    struct timespec until;
-
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR)
-        ;
 }
 
 /*
@@ -558,7 +544,7 @@ static bool handle(struct conn *c, const struct request *req)
     if (!strcmp(path, "/ok")) {
         keep = do_ok(c->fd, req);
     } else if (!strcmp(path, "/delay") || (!strcmp(path, "/stall") && has_ms)) {
-        sleep_ms(ms);
+        tbt_sleep_ms(ms);
         keep = do_ok(c->fd, req);
     } else if (!strcmp(path, "/stall")) {
         /* The client's FIN may be a half-close (nc and HTTP/1.0 clients shut down their
@@ -790,7 +776,7 @@ static void *accept_loop(void *arg)
         } else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
             /* Out of resources: back off instead of spinning; a closing connection frees one. */
             perror("faultserver: accept");
-            sleep_ms(10);
+            tbt_sleep_ms(10);
         } else {
             perror("faultserver: accept");
             accept_failed = 1;

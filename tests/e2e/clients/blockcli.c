@@ -40,6 +40,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tbtest.h"
+
 #define HEAD_MAX 16384
 #define ERR_EOF  (-1) /* struct outcome.err: the peer closed too early */
 
@@ -70,29 +72,6 @@ struct job {
     int thread;     /* 0 when the process runs a single job */
     long failures;
 };
-
-static double now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec until;
-
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR)
-        ;
-}
 
 static bool nonblocking(const struct options *o)
 {
@@ -210,7 +189,7 @@ static ssize_t recv_some(const struct options *o, int fd, char *buf, size_t len)
     /* Hide the clamp from the optimiser, or it proves the read safe and skips the check. */
     __asm__("" : "+r"(len));
     if (o->read_sleep_ms > 0)
-        sleep_ms(o->read_sleep_ms);
+        tbt_sleep_ms(o->read_sleep_ms);
     for (;;) {
         ssize_t n = o->api == API_SR ? recv(fd, chunk, len, 0) : read(fd, chunk, len);
 
@@ -306,7 +285,7 @@ static int attempt(const struct options *o, int *fd, char *buf, struct outcome *
         return r->err = errno, -1;
     if (o->connect_only) {
         if (o->hold_ms > 0)
-            sleep_ms(o->hold_ms);
+            tbt_sleep_ms(o->hold_ms);
         r->keep = false;
         return 0;
     }
@@ -321,16 +300,7 @@ static int attempt(const struct options *o, int *fd, char *buf, struct outcome *
 
 static const char *err_name(int err)
 {
-    static __thread char unknown[16];
-    const char *name;
-
-    if (err == ERR_EOF)
-        return "EOF";
-    name = strerrorname_np(err);
-    if (name)
-        return name;
-    snprintf(unknown, sizeof unknown, "E%d", err);
-    return unknown;
+    return err == ERR_EOF ? "EOF" : tbt_errno_name(err);
 }
 
 static void report(const struct job *j, long call, long att, double ms, int rc,
@@ -365,13 +335,13 @@ static void *run_job(void *arg)
         bool ok = false;
 
         if (call > 1 && o->pause_ms > 0)
-            sleep_ms(o->pause_ms);
+            tbt_sleep_ms(o->pause_ms);
         for (long att = 1; att <= o->attempts && !ok; att++) {
             struct outcome r = { .err = 0 };
-            double start = now_ms();
+            double start = tbt_now_ms();
             int rc = attempt(o, &fd, buf, &r);
 
-            report(j, call, att, now_ms() - start, rc, &r);
+            report(j, call, att, tbt_now_ms() - start, rc, &r);
             ok = rc == 0;
             if ((!ok || !r.keep) && fd >= 0) {
                 close(fd);
@@ -501,7 +471,7 @@ int main(int argc, char **argv)
         perror("blockcli");
         goto out;
     }
-    start = now_ms();
+    start = tbt_now_ms();
     if (o.threads == 1) {
         jobs[0] = (struct job){ .opt = &o, .thread = 0 };
         run_job(&jobs[0]);
@@ -520,7 +490,7 @@ int main(int argc, char **argv)
     }
     for (long i = 0; i < started; i++)
         failures += jobs[i].failures;
-    printf("total_ms=%.1f\n", now_ms() - start);
+    printf("total_ms=%.1f\n", tbt_now_ms() - start);
     status = failures == 0 ? 0 : 1;
 out:
     free(jobs);

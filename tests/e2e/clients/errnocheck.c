@@ -43,6 +43,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tbtest.h"
+
 #define SENTINEL 12345
 #define BUF_MAX  16384
 
@@ -55,39 +57,9 @@ struct options {
 
 static const char *mode_name = "?";
 
-static double now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
-
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
-
-static const char *err_name(int err)
-{
-    static char unknown[16];
-    const char *name;
-
-    if (err == 0)
-        return "0";
-    name = strerrorname_np(err);
-    if (name)
-        return name;
-    snprintf(unknown, sizeof unknown, "E%d", err);
-    return unknown;
-}
-
 static void step(const char *name, long rc, int err, double ms)
 {
-    printf("mode=%s step=%s rc=%ld errno=%s ms=%.1f\n", mode_name, name, rc, err_name(err), ms);
+    printf("mode=%s step=%s rc=%ld errno=%s ms=%.1f\n", mode_name, name, rc, tbt_errno_name(err), ms);
 }
 
 /* Prints the failure and exits 1. */
@@ -104,8 +76,8 @@ static void expect_error(const char *name, long rc, int err, int want)
 
     if (rc == -1 && err == want)
         return;
-    snprintf(why, sizeof why, "expected -1 %s, got %ld %s", err_name(want), rc,
-             rc == -1 ? err_name(err) : "");
+    snprintf(why, sizeof why, "expected -1 %s, got %ld %s", tbt_errno_name(want), rc,
+             rc == -1 ? tbt_errno_name(err) : "");
     fail(name, why);
 }
 
@@ -209,11 +181,11 @@ static int fresh_call(int port, const char *path)
 static void dead_read(const char *name, int fd, bool use_recv)
 {
     char buf[4096];
-    double t = now_ms();
+    double t = tbt_now_ms();
     ssize_t n = use_recv ? recv(fd, buf, sizeof buf, 0) : read(fd, buf, sizeof buf);
     int err = n < 0 ? errno : 0;
 
-    step(name, (long)n, err, now_ms() - t);
+    step(name, (long)n, err, tbt_now_ms() - t);
     if (n > 0)
         fail(name, "a timed-out socket returned data");
     expect_error(name, (long)n, err, ETIMEDOUT);
@@ -231,27 +203,27 @@ static int mode_reuse(const struct options *o)
     send_request(fd, o->path, o->port);
     dead_read("read", fd, false);
 
-    t = now_ms();
+    t = tbt_now_ms();
     n = send(fd, next, sizeof next - 1, 0);
     err = n < 0 ? errno : 0;
-    step("send", (long)n, err, now_ms() - t);
+    step("send", (long)n, err, tbt_now_ms() - t);
     expect_error("send", (long)n, err, ETIMEDOUT);
-    t = now_ms();
+    t = tbt_now_ms();
     n = write(fd, next, sizeof next - 1);
     err = n < 0 ? errno : 0;
-    step("write", (long)n, err, now_ms() - t);
+    step("write", (long)n, err, tbt_now_ms() - t);
     expect_error("write", (long)n, err, ETIMEDOUT);
 
     dead_read("read_again", fd, false);
     dead_read("recv_again", fd, true);
 
     rc = getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
-    printf("mode=%s step=so_error rc=%d so_error=%s\n", mode_name, rc, err_name(soerr));
+    printf("mode=%s step=so_error rc=%d so_error=%s\n", mode_name, rc, tbt_errno_name(soerr));
     if (rc != 0 || soerr != ETIMEDOUT)
         fail("so_error", "SO_ERROR is not ETIMEDOUT");
 
     /* The server answers the request at 400 ms: by now the late response has been sent. */
-    sleep_ms(o->wait_ms);
+    tbt_sleep_ms(o->wait_ms);
     dead_read("read_late", fd, false);
     dead_read("recv_late", fd, true);
     close(fd);
@@ -345,7 +317,7 @@ static int mode_errno(const struct options *o)
     CHECKED("pipe_close_w", close(pipefd[1]), r == 0);
 
     if (clobbered) {
-        printf("errno clobbered op=%s errno=%s\n", clobbered, err_name(clobbered_errno));
+        printf("errno clobbered op=%s errno=%s\n", clobbered, tbt_errno_name(clobbered_errno));
         fail(clobbered, "errno changed by a call that succeeded");
     }
     printf("errno ok\n");
@@ -412,11 +384,11 @@ static int mode_dup(const struct options *o)
     close(pipefd[1]);
 
     p = (struct pollfd){ .fd = rfd, .events = POLLIN };
-    t = now_ms();
+    t = tbt_now_ms();
     errno = SENTINEL;
     n = poll(&p, 1, (int)o->wait_ms);
     err = errno;
-    step("pipe_idle_poll", n, n < 0 ? err : 0, now_ms() - t);
+    step("pipe_idle_poll", n, n < 0 ? err : 0, tbt_now_ms() - t);
     if (n != 0)
         fail("pipe_idle_poll", "an idle poll on a pipe did not just time out");
     if (err != SENTINEL)
@@ -452,19 +424,19 @@ static int mode_chk(const struct options *o)
     double t;
 
     send_request(fd, o->path, o->port);
-    t = now_ms();
+    t = tbt_now_ms();
     n = __read_chk(fd, buf, sizeof buf, sizeof buf);
     err = n < 0 ? errno : 0;
-    step("read_chk", (long)n, err, now_ms() - t);
+    step("read_chk", (long)n, err, tbt_now_ms() - t);
     expect_error("read_chk", (long)n, err, ETIMEDOUT);
     close(fd);
 
     fd = connect_to(o->port);
     send_request(fd, o->path, o->port);
-    t = now_ms();
+    t = tbt_now_ms();
     n = __recv_chk(fd, buf, sizeof buf, sizeof buf, 0);
     err = n < 0 ? errno : 0;
-    step("recv_chk", (long)n, err, now_ms() - t);
+    step("recv_chk", (long)n, err, tbt_now_ms() - t);
     expect_error("recv_chk", (long)n, err, ETIMEDOUT);
     close(fd);
     return 0;

@@ -40,6 +40,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tbtest.h"
+
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
@@ -48,28 +50,6 @@
 
 static const char *mode_name = "?";
 static int port = -1;
-
-static double now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static const char *err_name(int err)
-{
-    static char unknown[16];
-    const char *name;
-
-    if (err == 0)
-        return "0";
-    name = strerrorname_np(err);
-    if (name)
-        return name;
-    snprintf(unknown, sizeof unknown, "E%d", err);
-    return unknown;
-}
 
 /* Prints the failure and exits 1. */
 static void fail(const char *step, const char *why)
@@ -100,20 +80,20 @@ static int gate_connect(const char *step, bool take)
     if (fd < 0)
         fail(step, strerror(errno));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    start = now_ms();
+    start = tbt_now_ms();
     errno = 0;
     rc = connect(fd, (struct sockaddr *)&a, sizeof a);
     err = rc < 0 ? errno : 0;
     printf("mode=%s step=%s expect=%s rc=%d errno=%s ms=%.1f\n", mode_name, step,
-           take ? "take" : "held", rc, err_name(err), now_ms() - start);
+           take ? "take" : "held", rc, tbt_errno_name(err), tbt_now_ms() - start);
     if (take && rc < 0) {
         snprintf(why, sizeof why, "connect failed with %s, the slot should be free",
-                 err_name(err));
+                 tbt_errno_name(err));
         fail(step, why);
     }
     if (!take && !(rc < 0 && err == ETIMEDOUT)) {
         snprintf(why, sizeof why, "expected -1 ETIMEDOUT (slot held), got %d %s", rc,
-                 err_name(err));
+                 tbt_errno_name(err));
         fail(step, why);
     }
     if (rc < 0) {
