@@ -17,23 +17,25 @@ endif
 WARN      := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
              -Wwrite-strings
 CFLAGS    ?= -O2 -g
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DTB_VERSION='"$(VERSION)"' $(WARN) $(CFLAGS) \
-             -fPIC -fvisibility=hidden -pthread -Ishim -Iinclude
+BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -DTB_VERSION='"$(VERSION)"' $(WARN) $(CFLAGS) \
+             -fPIC -fvisibility=hidden -pthread
 LDLIBS_LIB = -lconfig -ldl -pthread
 ifneq ($(SANITIZE),)
-ALL_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+BASE_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
 SAN_LDFLAGS := -fsanitize=$(SANITIZE)
 endif
 
-# Policy modules: pure code (no dlsym, no socket calls), unit-tested alone and shared with
-# the launcher. Runtime modules: the hooks and what they need at run time.
-POLICY_SRCS  := shim/duration.c shim/settings.c shim/env.c shim/budget.c shim/phase.c \
-                shim/dest.c shim/gate.c shim/rules.c shim/config.c \
-                shim/names.c shim/lint.c
-LAUNCHER_SRCS := shim/launcher.c shim/check.c shim/target.c
-RUNTIME_SRCS := $(filter-out $(POLICY_SRCS) $(LAUNCHER_SRCS),$(wildcard shim/*.c))
-POLICY_OBJS  := $(POLICY_SRCS:shim/%.c=$(BUILD)/obj/%.o)
-RUNTIME_OBJS := $(RUNTIME_SRCS:shim/%.c=$(BUILD)/obj/%.o)
+# Three layers, one folder each, each with its own include path so that a wrong include
+# fails to compile (arrows point down only):
+#   shim/    libtimebox.so: the hooks and the runtime      -Ishim -Ipolicy -Iinclude
+#   policy/  pure modules: no I/O, no dlsym, `now` passed in  -Ipolicy
+#   cli/     the launcher and operator's tool               -Icli -Ipolicy
+POLICY_SRCS  := $(wildcard policy/*.c)
+RUNTIME_SRCS := $(wildcard shim/*.c)
+CLI_SRCS     := $(wildcard cli/*.c)
+POLICY_OBJS  := $(POLICY_SRCS:%.c=$(BUILD)/obj/%.o)
+RUNTIME_OBJS := $(RUNTIME_SRCS:%.c=$(BUILD)/obj/%.o)
+CLI_OBJS     := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 
 LIB      := $(BUILD)/lib/libtimebox.so
 LAUNCHER := $(BUILD)/bin/timebox
@@ -61,9 +63,15 @@ EXAMPLES   := $(wildcard conf/*.conf)
 
 all: $(LIB) $(LAUNCHER)
 
-$(BUILD)/obj/%.o: shim/%.c $(wildcard shim/*.h include/*.h) Makefile
+$(BUILD)/obj/policy/%.o: policy/%.c $(wildcard policy/*.h) Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(CC) $(BASE_CFLAGS) -Ipolicy -c $< -o $@
+$(BUILD)/obj/shim/%.o: shim/%.c $(wildcard shim/*.h policy/*.h include/*.h) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -Ishim -Ipolicy -Iinclude -c $< -o $@
+$(BUILD)/obj/cli/%.o: cli/%.c $(wildcard cli/*.h policy/*.h) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -Icli -Ipolicy -c $< -o $@
 
 # Only the hooks are exported: the version script lists every TB_EXPORT function (and hides
 # even the linker's _edata/_end/__bss_start).
@@ -77,13 +85,13 @@ $(LIB): $(POLICY_OBJS) $(RUNTIME_OBJS) $(BUILD)/exports.map
 	$(CC) -shared $(SAN_LDFLAGS) -Wl,-z,defs -Wl,-soname,libtimebox.so \
 		-Wl,--version-script=$(BUILD)/exports.map -o $@ $(POLICY_OBJS) $(RUNTIME_OBJS) $(LDLIBS_LIB)
 
-$(LAUNCHER): $(LAUNCHER_SRCS:shim/%.c=$(BUILD)/obj/%.o) $(POLICY_OBJS)
+$(LAUNCHER): $(CLI_OBJS) $(POLICY_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_LDFLAGS) -pthread -o $@ $^ -lconfig
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(POLICY_OBJS) $(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Wno-missing-prototypes -o $@ $< $(POLICY_OBJS) $(SAN_LDFLAGS) -lcmocka -lconfig
+	$(CC) $(BASE_CFLAGS) -Ipolicy -Wno-missing-prototypes -o $@ $< $(POLICY_OBJS) $(SAN_LDFLAGS) -lcmocka -lconfig
 
 # End-to-end helpers (fault server, test clients) are ordinary programs: no sanitizer, so
 # that what is tested is the library inside an uninstrumented host. The FORTIFY client is
