@@ -9,6 +9,7 @@
 VERSION   := 0.1.0
 CC        ?= cc
 SANITIZE  ?=
+UNIT_LIMIT ?= 60
 BUILD     ?= build
 ifneq ($(SANITIZE),)
 BUILD     := build/san-$(SANITIZE)
@@ -44,10 +45,12 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
 E2E_C     := $(wildcard tests/e2e/*.c tests/e2e/clients/*.c)
 E2E_BINS  := $(patsubst %.c,$(BUILD)/%,$(E2E_C))
+REGRESS_C := $(wildcard tests/regress/*.c)
+REGRESS_BINS := $(patsubst %.c,$(BUILD)/%,$(REGRESS_C))
 BENCH_C   := $(wildcard tests/bench/*.c)
 BENCH_BINS := $(patsubst %.c,$(BUILD)/%,$(BENCH_C))
 
-.PHONY: all test unit e2e demo bench clean deps-check deps-test install uninstall
+.PHONY: all test unit regress e2e demo bench clean deps-check deps-test install uninstall
 
 # Installed layout (make install PREFIX=/usr/local DESTDIR=/tmp/stage). The launcher finds
 # the library at ../lib/timebox/ from its own directory.
@@ -107,6 +110,12 @@ $(BUILD)/tests/e2e/clients/blockcli_fortify: tests/e2e/clients/blockcli.c
 	@mkdir -p $(dir $@)
 	$(CC) $(E2E_CFLAGS) -O2 -D_FORTIFY_SOURCE=2 -o $@ $< -pthread
 
+# Regression programs: one per real defect, ordinary programs that run themselves under
+# the library (tests/regress/regress.h).
+$(BUILD)/tests/regress/%: tests/regress/%.c tests/regress/regress.h tests/e2e/tbtest.h
+	@mkdir -p $(dir $@)
+	$(CC) $(E2E_CFLAGS) -o $@ $< -pthread -ldl
+
 # Benchmark programs: like the end-to-end helpers, optimised and never sanitized.
 $(BUILD)/tests/bench/%: tests/bench/%.c
 	@mkdir -p $(dir $@)
@@ -119,15 +128,28 @@ deps-check:
 deps-test:
 	@tests/deps.sh bench
 
+# Every suite runs, each under a time limit (a hang fails that suite, not the run); the
+# summary names the suites that failed.
 unit: $(UNIT_BINS) $(LAUNCHER)
-	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
-	@echo "== tests/unit/test_launcher.sh"; tests/unit/test_launcher.sh $(BUILD)
+	@pass=0; fail=0; failed=; \
+	for t in $(UNIT_BINS); do echo "== $$t"; \
+		if timeout -k 5 $(UNIT_LIMIT) $$t; then pass=$$((pass + 1)); \
+		else fail=$$((fail + 1)); failed="$$failed $$(basename $$t)"; fi; done; \
+	echo "== tests/unit/test_launcher.sh"; \
+	if timeout -k 5 120 tests/unit/test_launcher.sh $(BUILD); then pass=$$((pass + 1)); \
+	else fail=$$((fail + 1)); failed="$$failed test_launcher.sh"; fi; \
+	echo; echo "unit suites: $$pass passed, $$fail failed"; \
+	if [ $$fail -ne 0 ]; then echo "failed:$$failed"; exit 1; fi
+
+regress: all $(REGRESS_BINS)
+	@TB_SANITIZE=$(SANITIZE) tests/regress/run.sh $(BUILD) $(REGRESS_FILTER)
 
 e2e: all $(E2E_BINS) $(BUILD)/tests/e2e/clients/blockcli_fortify $(BENCH_BINS)
 	@TB_BUILD=$(BUILD) TB_SANITIZE=$(SANITIZE) python3 tests/e2e/run.py $(E2E_ARGS)
 
 test: deps-test
 	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory regress
 	@$(MAKE) --no-print-directory e2e
 
 demo: deps-check all $(E2E_BINS)

@@ -1,5 +1,6 @@
 /* hooks_io.c - the data-moving entry points: read/write, recv/send and their relatives,
  * and the FORTIFY variants. Each is: untracked fd -> libc at once; else xfer begin/end. */
+#include <limits.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -94,7 +95,8 @@ TB_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 {
 	struct tb_sock *s = tb_fd_sock(fd);
 
-	if (TB_LIKELY(s == NULL) || n < 0) /* n < 0: let libc report EINVAL */
+	/* Out of range: let libc report EINVAL (sendmsg would say EMSGSIZE for > IOV_MAX). */
+	if (TB_LIKELY(s == NULL) || n < 0 || n > IOV_MAX)
 		return tb_real.writev(fd, iov, n);
 	return governed_writev(s, fd, iov, n);
 }

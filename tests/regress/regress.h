@@ -1,0 +1,111 @@
+/* regress.h - what the regression programs share: run self under the library with the
+ * environment a story needs, a loopback listener, and checks that fail the program.
+ *
+ * A regression program is one real defect, told in the comment that opens it. It runs
+ * itself under LD_PRELOAD (tbr_preload_self re-executes /proc/self/exe with the library
+ * and the story's TIMEBOX_* variables), and exits 0 when the defect is absent, 1 when it is
+ * present, 77 when it cannot run here (with the reason on stderr). tests/regress/run.sh
+ * runs each under a time limit: a hang is a failure too. */
+#ifndef TB_REGRESS_H
+#define TB_REGRESS_H
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../e2e/tbtest.h"
+
+#define TBR_SKIP 77
+
+/* Fails the program with a message naming the file and line. */
+#define TBR_CHECK(cond, ...)                                                                \
+	do {                                                                                \
+		if (!(cond)) {                                                              \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);     \
+			fprintf(stderr, __VA_ARGS__);                                       \
+			fputc('\n', stderr);                                                \
+			exit(1);                                                            \
+		}                                                                           \
+	} while (0)
+
+static inline void tbr_skip(const char *why)
+{
+	fprintf(stderr, "SKIP: %s\n", why);
+	exit(TBR_SKIP);
+}
+
+/*
+ * Unless already done, re-executes this program with LD_PRELOAD = $TBR_PRELOAD (the runner
+ * sets it: the sanitizer runtime if any, then the library) and each "NAME=value" of the
+ * NULL-terminated list set. Every TIMEBOX_* variable of the caller's environment is removed
+ * first, so a story sees exactly its own settings. Returns in the re-executed program.
+ */
+static inline void tbr_preload_self(char **argv, ...)
+{
+	extern char **environ;
+	const char *lib = getenv("TBR_PRELOAD");
+	va_list ap;
+	const char *kv;
+
+	if (getenv("TBR_CHILD") != NULL)
+		return;
+	if (lib == NULL || *lib == '\0')
+		tbr_skip("TBR_PRELOAD is not set (run through tests/regress/run.sh)");
+	for (int i = 0; environ[i] != NULL;) {
+		if (strncmp(environ[i], "TIMEBOX_", 8) == 0) {
+			char name[256];
+			size_t n = strcspn(environ[i], "=");
+
+			snprintf(name, sizeof(name), "%.*s", (int)n, environ[i]);
+			unsetenv(name);
+			continue;
+		}
+		i++;
+	}
+	va_start(ap, argv);
+	while ((kv = va_arg(ap, const char *)) != NULL)
+		putenv((char *)kv);
+	va_end(ap);
+	setenv("LD_PRELOAD", lib, 1);
+	setenv("TBR_CHILD", "1", 1);
+	execv("/proc/self/exe", argv);
+	perror("execv /proc/self/exe");
+	exit(1);
+}
+
+/* A TCP listener on 127.0.0.1 with an ephemeral port, stored in *port. Exits on failure. */
+static inline int tbr_listen(int *port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	TBR_CHECK(fd >= 0, "socket: %s", strerror(errno));
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	TBR_CHECK(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "bind: %s", strerror(errno));
+	TBR_CHECK(listen(fd, 128) == 0, "listen: %s", strerror(errno));
+	TBR_CHECK(getsockname(fd, (struct sockaddr *)&a, &len) == 0, "getsockname");
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+/* A blocking TCP connection to 127.0.0.1:port (governed when the library governs). */
+static inline int tbr_connect(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	TBR_CHECK(fd >= 0, "socket: %s", strerror(errno));
+	TBR_CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "connect: %s",
+		  strerror(errno));
+	return fd;
+}
+
+#endif
