@@ -153,7 +153,7 @@ static void value_text(const struct tb_resolved *r, int f, char *buf, size_t len
 			v = s->acquire_ns;
 		else if (strcmp(k, "retry_window") == 0)
 			v = tb_settings_retry_window(s);
-		tb_lint_duration(v, buf, len);
+		tb_duration_format(v, buf, len);
 		return;
 	}
 	case TB_ENV_COUNT: {

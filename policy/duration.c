@@ -11,7 +11,7 @@ struct unit {
 	int64_t ns;
 };
 
-/* Largest first: tb_duration_format prefers the larger unit when two texts tie. */
+/* Largest first: tb_duration_format writes a value in the largest unit that fits it. */
 static const struct unit units[] = {
 	{ "h", INT64_C(3600000000000) },
 	{ "m", INT64_C(60000000000) },
@@ -21,6 +21,7 @@ static const struct unit units[] = {
 	{ "ns", INT64_C(1) },
 };
 #define N_UNITS (sizeof(units) / sizeof(units[0]))
+#define SECOND_NS INT64_C(1000000000) /* the largest unit written with a decimal */
 
 /* One sentence per mistake, so a user (and a test) can tell them apart. */
 static const char E_EMPTY[] = "a duration is empty; write e.g. 250ms, or off";
@@ -179,45 +180,15 @@ int tb_duration_parse(const char *text, int64_t *out_ns, const char **why)
 }
 
 /*
- * Writes `ns` in `unit` into out (at least TB_DURATION_TEXT_MAX bytes) when the decimal
- * expansion is exact; returns its length, or 0 when it is not (e.g. 1ns in minutes).
- */
-static size_t format_in(int64_t ns, const struct unit *unit, char *out)
-{
-	int64_t rem = ns % unit->ns;
-	char digits[24];
-	size_t n = 0;
-	int len;
-
-	/* rem < unit->ns <= 3.6e12, so rem * 10 cannot overflow. */
-	while (rem != 0 && n < sizeof(digits) - 1) {
-		rem *= 10;
-		digits[n++] = (char)('0' + rem / unit->ns);
-		rem %= unit->ns;
-	}
-	if (rem != 0)
-		return 0;
-	digits[n] = '\0';
-	if (n == 0)
-		len = snprintf(out, TB_DURATION_TEXT_MAX, "%lld%s", (long long)(ns / unit->ns),
-			       unit->name);
-	else
-		len = snprintf(out, TB_DURATION_TEXT_MAX, "%lld.%s%s",
-			       (long long)(ns / unit->ns), digits, unit->name);
-	return len > 0 && len < TB_DURATION_TEXT_MAX ? (size_t)len : 0;
-}
-
-/*
- * Every unit that represents `ns` exactly is tried and the shortest text wins; on a tie a
- * whole number beats a fraction, then the larger unit wins: 1500000000 gives "1.5s",
- * 90000000000 "90s", 250000000 "250ms" (not "0.25s").
- * 0 gives "off" and a negative value (the settings' "not set") gives "unset".
+ * How an operator would write `ns`: a whole number of the largest unit that divides it
+ * ("2m", "250ms", "90s"); else one decimal of a unit from seconds down, when the value is
+ * at least one of it ("1.5s", "2.5ms", "1.5us"); else nanoseconds. "1.25s" is written
+ * "1250ms" and "0.1s" "100ms": a number with more than one decimal, or below one, reads
+ * worse than the next unit down. Every text is exact, so tb_duration_parse reads it back
+ * to the same value. 0 gives "off" and a negative value (the settings' "not set") "unset".
  */
 char *tb_duration_format(int64_t ns, char *buf, size_t len)
 {
-	char best[TB_DURATION_TEXT_MAX] = "", text[TB_DURATION_TEXT_MAX];
-	size_t best_score = 0; /* twice the length, plus one for a decimal point */
-
 	if (len == 0)
 		return buf;
 	if (ns == 0) {
@@ -229,16 +200,19 @@ char *tb_duration_format(int64_t ns, char *buf, size_t len)
 		return buf;
 	}
 	for (size_t i = 0; i < N_UNITS; i++) {
-		size_t n = format_in(ns, &units[i], text), score;
+		const struct unit *u = &units[i];
+		int64_t rem = ns % u->ns;
 
-		if (n == 0)
-			continue;
-		score = 2 * n + (strchr(text, '.') != NULL);
-		if (best_score == 0 || score < best_score) {
-			memcpy(best, text, n + 1);
-			best_score = score;
+		if (rem == 0) {
+			snprintf(buf, len, "%lld%s", (long long)(ns / u->ns), u->name);
+			return buf;
+		}
+		/* rem < u->ns <= 3.6e12: rem * 10 cannot overflow. */
+		if (u->ns <= SECOND_NS && ns > u->ns && rem * 10 % u->ns == 0) {
+			snprintf(buf, len, "%lld.%lld%s", (long long)(ns / u->ns),
+				 (long long)(rem * 10 / u->ns), u->name);
+			return buf;
 		}
 	}
-	snprintf(buf, len, "%s", best);
-	return buf;
+	return buf; /* not reached: every value is a whole number of ns */
 }

@@ -23,9 +23,11 @@
 int tb_duration_parse(const char *text, int64_t *out_ns, const char **why);
 
 /*
- * Writes `ns` as the shortest exact text ("250ms", "1.5s", "off") into buf, truncated to
- * `len` bytes (TB_DURATION_TEXT_MAX always suffices); returns buf. tb_duration_parse reads
- * it back to the same value. A negative `ns` (a setting's "not set") is written "unset".
+ * Writes `ns` the way an operator would ("250ms", "1.5s", "2m", "off") into buf, truncated
+ * to `len` bytes (TB_DURATION_TEXT_MAX always suffices); returns buf. The one printer of
+ * durations: logs, `timebox check` and its lint all use it. tb_duration_parse reads the
+ * text back to the same value. A negative `ns` (a setting's "not set") is written "unset".
+ * @unittest test_duration.c test_format, test_round_trip
  */
 char *tb_duration_format(int64_t ns, char *buf, size_t len);
 

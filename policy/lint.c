@@ -7,36 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-char *tb_lint_duration(int64_t ns, char *buf, size_t len)
-{
-	static const struct {
-		int64_t ns;
-		const char *unit;
-	} units[] = {
-		{ INT64_C(3600000000000), "h" }, { INT64_C(60000000000), "m" },
-		{ INT64_C(1000000000), "s" },   { INT64_C(1000000), "ms" },
-		{ INT64_C(1000), "us" },
-	};
-
-	if (ns <= 0) {
-		snprintf(buf, len, "off");
-		return buf;
-	}
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (ns % units[i].ns == 0) {
-			snprintf(buf, len, "%lld%s", (long long)(ns / units[i].ns), units[i].unit);
-			return buf;
-		}
-		/* 1.5s reads better than 1500ms; 1.25s no better than 1250ms. */
-		if (ns > units[i].ns && (ns * 10) % units[i].ns == 0 && i >= 2) {
-			snprintf(buf, len, "%lld.%lld%s", (long long)(ns / units[i].ns),
-				 (long long)((ns % units[i].ns) * 10 / units[i].ns), units[i].unit);
-			return buf;
-		}
-	}
-	snprintf(buf, len, "%lldns", (long long)ns);
-	return buf;
-}
+#include "duration.h"
 
 struct sink {
 	struct tb_finding *out;
@@ -65,7 +36,7 @@ static void add(struct sink *s, const char *rule, const char *fix, const char *f
 	snprintf(f->fix, sizeof(f->fix), "%s", fix);
 }
 
-#define D(ns, b) tb_lint_duration((ns), (b), sizeof(b))
+#define D(ns, b) tb_duration_format((ns), (b), sizeof(b))
 
 /* The limit a stalled downstream costs each attempt: first_byte (which follows read). */
 static const char *first_byte_name(const struct tb_resolved *r, int fb_field)
@@ -85,7 +56,8 @@ static void lint_deadline(struct sink *s, const struct tb_resolved *r, int64_t i
 {
 	const struct tb_settings *c = &r->set;
 	int fb = field_named("first_byte_timeout"), dl = field_named("deadline");
-	char a[32], b[32], x[32], y[32], fix[240];
+	char a[TB_DURATION_TEXT_MAX], b[TB_DURATION_TEXT_MAX], x[TB_DURATION_TEXT_MAX],
+		y[TB_DURATION_TEXT_MAX], fix[240];
 	const char *fbname = first_byte_name(r, fb);
 
 	/* Pitfall 1: a read timeout bounds the gap between chunks, not the call. An explicit
@@ -136,7 +108,8 @@ static void lint_deadline(struct sink *s, const struct tb_resolved *r, int64_t i
 
 		if (set >= 2 && sum > c->deadline_ns && c->acquire_ns < c->deadline_ns &&
 		    c->connect_ns < c->deadline_ns && c->first_byte_ns < c->deadline_ns) {
-			char p1[32], p2[32], p3[32];
+			char p1[TB_DURATION_TEXT_MAX], p2[TB_DURATION_TEXT_MAX],
+				p3[TB_DURATION_TEXT_MAX];
 
 			snprintf(fix, sizeof(fix),
 				 "make acquire + connect + first_byte at most %s, or raise the "
@@ -191,7 +164,7 @@ static void lint_deadline(struct sink *s, const struct tb_resolved *r, int64_t i
 static void lint_gate(struct sink *s, const struct tb_resolved *r)
 {
 	const struct tb_settings *c = &r->set;
-	char a[32], fix[240];
+	char a[TB_DURATION_TEXT_MAX], fix[240];
 
 	if (c->max_conns <= 0)
 		return;

@@ -39,7 +39,4 @@ size_t tb_lint_scope(const struct tb_resolved *r, const char *scope, int line, i
 size_t tb_lint_config(const struct tb_config *c, int64_t inbound_ns, struct tb_finding *out,
 		      size_t max);
 
-/* "250ms", "1.5s", "2m", "off" for 0: the shortest exact spelling. Returns buf. */
-char *tb_lint_duration(int64_t ns, char *buf, size_t len);
-
 #endif

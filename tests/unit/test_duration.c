@@ -160,7 +160,7 @@ static void test_format(void **state)
 	expect_format(1, "1ns");
 	expect_format(250 * MS, "250ms");
 	expect_format(1500 * MS, "1.5s");
-	expect_format(100 * MS, "0.1s");
+	expect_format(100 * MS, "100ms");
 	expect_format(90 * S, "90s");
 	expect_format(120 * S, "2m");
 	expect_format(3600 * S, "1h");

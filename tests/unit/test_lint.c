@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "duration.h"
 #include "lint.h"
 
 #define MAXF 32
@@ -196,13 +197,13 @@ static void test_duration_text(void **state)
 	char b[32];
 
 	(void)state;
-	assert_string_equal(tb_lint_duration(0, b, sizeof(b)), "off");
-	assert_string_equal(tb_lint_duration(250 * INT64_C(1000000), b, sizeof(b)), "250ms");
-	assert_string_equal(tb_lint_duration(1500 * INT64_C(1000000), b, sizeof(b)), "1.5s");
-	assert_string_equal(tb_lint_duration(1250 * INT64_C(1000000), b, sizeof(b)), "1250ms");
-	assert_string_equal(tb_lint_duration(120 * INT64_C(1000000000), b, sizeof(b)), "2m");
-	assert_string_equal(tb_lint_duration(800 * INT64_C(1000), b, sizeof(b)), "800us");
-	assert_string_equal(tb_lint_duration(7, b, sizeof(b)), "7ns");
+	assert_string_equal(tb_duration_format(0, b, sizeof(b)), "off");
+	assert_string_equal(tb_duration_format(250 * INT64_C(1000000), b, sizeof(b)), "250ms");
+	assert_string_equal(tb_duration_format(1500 * INT64_C(1000000), b, sizeof(b)), "1.5s");
+	assert_string_equal(tb_duration_format(1250 * INT64_C(1000000), b, sizeof(b)), "1250ms");
+	assert_string_equal(tb_duration_format(120 * INT64_C(1000000000), b, sizeof(b)), "2m");
+	assert_string_equal(tb_duration_format(800 * INT64_C(1000), b, sizeof(b)), "800us");
+	assert_string_equal(tb_duration_format(7, b, sizeof(b)), "7ns");
 }
 
 int main(void)
