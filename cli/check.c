@@ -1,6 +1,7 @@
 /* check.c - `timebox check`: the configuration file validated and linted, or one destination's
  * effective settings explained. Launcher-only; the lint rules themselves are in lint.c. */
 #include <netdb.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,12 +32,6 @@ struct opt_ctx {
 	const char *const *values;
 };
 
-static const char *get_env(const char *name, void *ctx)
-{
-	(void)ctx;
-	return getenv(name);
-}
-
 static const char *get_opt(const char *name, void *ctx)
 {
 	const struct opt_ctx *o = ctx;
@@ -52,7 +47,7 @@ struct tb_config *tb_cli_load(const char *path, const char *const *opt_values, i
 	struct tb_config *c;
 
 	memset(&ov, 0, sizeof(ov));
-	tb_overrides_from(&ov, get_env, NULL, TB_ORIGIN_ENV);
+	tb_overrides_from(&ov, tb_env_getenv, NULL, TB_ORIGIN_ENV);
 	tb_overrides_from(&ov, get_opt, &o, TB_ORIGIN_OPTION);
 	*errors = 0;
 	c = tb_config_load(path, &ov, tb_cli_config_error, NULL, errors);
@@ -131,43 +126,33 @@ static void check_usage(FILE *out)
 static void value_text(const struct tb_resolved *r, int f, char *buf, size_t len)
 {
 	const struct tb_settings *s = &r->set;
-	const char *k = tb_config_key(f);
+	const struct tb_env_var *var = &tb_env_vars[f];
 
 	if (f == TB_FIELD_ENABLED) {
 		snprintf(buf, len, "%s", r->enabled ? "true" : "false");
 		return;
 	}
-	switch (tb_env_vars[f].kind) {
+	switch (var->kind) {
 	case TB_ENV_DURATION: {
-		int64_t v = tb_settings_phase_limit(s, TB_PHASE_DEADLINE);
+		int64_t v = tb_env_number(s, var);
 
-		if (strcmp(k, "connect_timeout") == 0)
-			v = s->connect_ns;
-		else if (strcmp(k, "write_timeout") == 0)
-			v = s->write_ns;
-		else if (strcmp(k, "first_byte_timeout") == 0)
-			v = s->first_byte_ns;
-		else if (strcmp(k, "read_timeout") == 0)
-			v = s->read_ns;
-		else if (strcmp(k, "acquire_timeout") == 0)
-			v = s->acquire_ns;
-		else if (strcmp(k, "retry_window") == 0)
+		/* An unset retry window follows the deadline: show what applies. */
+		if (var->field == offsetof(struct tb_settings, retry_window_ns))
 			v = tb_settings_retry_window(s);
 		tb_duration_format(v, buf, len);
 		return;
 	}
 	case TB_ENV_COUNT: {
-		int n = strcmp(k, "max_conns") == 0 ? s->max_conns : s->max_pending;
+		int64_t n = tb_env_number(s, var);
 
 		if (n > 0)
-			snprintf(buf, len, "%d", n);
+			snprintf(buf, len, "%lld", (long long)n);
 		else
 			snprintf(buf, len, "off");
 		return;
 	}
 	case TB_ENV_BOOL:
-		snprintf(buf, len, "%s",
-			 (strcmp(k, "strict") == 0 ? s->strict : s->gate_shared) ? "true" : "false");
+		snprintf(buf, len, "%s", tb_env_number(s, var) > 0 ? "true" : "false");
 		return;
 	case TB_ENV_SCOPE:
 		snprintf(buf, len, "%s", s->scope == TB_SCOPE_PROCESS ? "process" : "call");
@@ -398,7 +383,7 @@ int tb_check_main(int argc, char **argv)
 	}
 	/* What the program would run with: the file under the environment's values. */
 	memset(&ov, 0, sizeof(ov));
-	tb_overrides_from(&ov, get_env, NULL, TB_ORIGIN_ENV);
+	tb_overrides_from(&ov, tb_env_getenv, NULL, TB_ORIGIN_ENV);
 	c = tb_config_load(file, &ov, strcmp(format, "json") == 0 ? keep_error : tb_cli_config_error,
 			   strcmp(format, "json") == 0 ? (void *)kept : NULL, &errors);
 	if (c == NULL) {

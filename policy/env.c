@@ -2,48 +2,56 @@
  * Pure code: the caller supplies the lookup and the error sink; no printing, no allocation. */
 #include "env.h"
 
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "duration.h"
 
-/* The launcher's --help is generated from this table: keep `help` to one short line. */
+#define AT(member) offsetof(struct tb_settings, member)
+
+/*
+ * The one map from a setting's name to the tb_settings member it sets: the parser below,
+ * the config file (config.c numbers its keys by these rows) and `timebox check --explain`
+ * all read it. The launcher's --help is generated from it too: keep `help` to one line.
+ */
 const struct tb_env_var tb_env_vars[] = {
-	{ "TIMEBOX_CONNECT_TIMEOUT", "--connect-timeout", TB_ENV_DURATION,
+	{ "TIMEBOX_CONNECT_TIMEOUT", "--connect-timeout", TB_ENV_DURATION, AT(connect_ns),
 	  "limit on the TCP handshake" },
-	{ "TIMEBOX_WRITE_TIMEOUT", "--write-timeout", TB_ENV_DURATION,
+	{ "TIMEBOX_WRITE_TIMEOUT", "--write-timeout", TB_ENV_DURATION, AT(write_ns),
 	  "limit on a send that makes no progress" },
-	{ "TIMEBOX_FIRST_BYTE_TIMEOUT", "--first-byte-timeout", TB_ENV_DURATION,
+	{ "TIMEBOX_FIRST_BYTE_TIMEOUT", "--first-byte-timeout", TB_ENV_DURATION, AT(first_byte_ns),
 	  "last request byte sent to first response byte (default: the read timeout)" },
-	{ "TIMEBOX_READ_TIMEOUT", "--read-timeout", TB_ENV_DURATION,
+	{ "TIMEBOX_READ_TIMEOUT", "--read-timeout", TB_ENV_DURATION, AT(read_ns),
 	  "longest wait between two received chunks" },
-	{ "TIMEBOX_DEADLINE", "--deadline", TB_ENV_DURATION,
+	{ "TIMEBOX_DEADLINE", "--deadline", TB_ENV_DURATION, AT(deadline_ns),
 	  "limit on a whole call, the program's own retries included" },
-	{ "TIMEBOX_RETRY_WINDOW", "--retry-window", TB_ENV_DURATION,
+	{ "TIMEBOX_RETRY_WINDOW", "--retry-window", TB_ENV_DURATION, AT(retry_window_ns),
 	  "how long retries fail fast after a deadline (default: the deadline)" },
-	{ "TIMEBOX_MAX_CONNS", "--max-conns", TB_ENV_COUNT,
+	{ "TIMEBOX_MAX_CONNS", "--max-conns", TB_ENV_COUNT, AT(max_conns),
 	  "open sockets allowed per destination (the gate's size; default: no gate)" },
-	{ "TIMEBOX_ACQUIRE_TIMEOUT", "--acquire-timeout", TB_ENV_DURATION,
+	{ "TIMEBOX_ACQUIRE_TIMEOUT", "--acquire-timeout", TB_ENV_DURATION, AT(acquire_ns),
 	  "longest wait for a slot at a full gate (default: no limit but the deadline)" },
-	{ "TIMEBOX_MAX_PENDING", "--max-pending", TB_ENV_COUNT,
+	{ "TIMEBOX_MAX_PENDING", "--max-pending", TB_ENV_COUNT, AT(max_pending),
 	  "callers allowed to wait at a full gate; more are refused at once" },
-	{ "TIMEBOX_GATE_SHARED", "--gate-shared", TB_ENV_BOOL,
+	{ "TIMEBOX_GATE_SHARED", "--gate-shared", TB_ENV_BOOL, AT(gate_shared),
 	  "one gate per destination for every process with the same settings" },
-	{ "TIMEBOX_GATE_NONBLOCKING", "--gate-nonblocking", TB_ENV_GATE_NB,
+	{ "TIMEBOX_GATE_NONBLOCKING", "--gate-nonblocking", TB_ENV_GATE_NB, TB_ENV_NO_FIELD,
 	  "a non-blocking connect at a full gate: wait (default) or fail (EAGAIN)" },
-	{ "TIMEBOX_SCOPE", "--scope", TB_ENV_SCOPE,
+	{ "TIMEBOX_SCOPE", "--scope", TB_ENV_SCOPE, TB_ENV_NO_FIELD,
 	  "what the deadline covers: call (default) or process" },
-	{ "TIMEBOX_ON_TIMEOUT", "--on-timeout", TB_ENV_ON_TIMEOUT,
+	{ "TIMEBOX_ON_TIMEOUT", "--on-timeout", TB_ENV_ON_TIMEOUT, TB_ENV_NO_FIELD,
 	  "errno on expiry: etimedout (default) or eagain" },
-	{ "TIMEBOX_LOG", "--log", TB_ENV_LOG,
+	{ "TIMEBOX_LOG", "--log", TB_ENV_LOG, TB_ENV_NO_FIELD,
 	  "where expiries go: stderr (default), syslog, off or an absolute file path" },
-	{ "TIMEBOX_LOG_LEVEL", "--log-level", TB_ENV_LOG_LEVEL,
+	{ "TIMEBOX_LOG_LEVEL", "--log-level", TB_ENV_LOG_LEVEL, TB_ENV_NO_FIELD,
 	  "warn (default: expiries and errors) or info (also a gate summary at exit)" },
-	{ "TIMEBOX_STRICT", "--strict", TB_ENV_BOOL,
+	{ "TIMEBOX_STRICT", "--strict", TB_ENV_BOOL, AT(strict),
 	  "refuse to run the program when a setting is bad, instead of running it unguarded" },
-	{ "TIMEBOX_CONFIG", "--config", TB_ENV_PATH,
+	{ "TIMEBOX_CONFIG", "--config", TB_ENV_PATH, TB_ENV_NO_FIELD,
 	  "configuration file: defaults and per-destination rules (timebox.conf(5))" },
-	{ NULL, NULL, TB_ENV_DURATION, NULL },
+	{ NULL, NULL, TB_ENV_DURATION, TB_ENV_NO_FIELD, NULL },
 };
 
 /*
@@ -77,44 +85,36 @@ const struct tb_env_var *tb_env_find(const char *key, int by_option)
 	return NULL;
 }
 
-/* The field of *s that a TB_ENV_DURATION variable sets; NULL for any other variable. */
-static int64_t *duration_field(struct tb_settings *s, const struct tb_env_var *var)
+/* The member of *s that `var` sets, when var->kind is `kind` and the row names one. */
+static void *member(struct tb_settings *s, const struct tb_env_var *var, enum tb_env_kind kind)
 {
-	if (strcmp(var->name, "TIMEBOX_CONNECT_TIMEOUT") == 0)
-		return &s->connect_ns;
-	if (strcmp(var->name, "TIMEBOX_WRITE_TIMEOUT") == 0)
-		return &s->write_ns;
-	if (strcmp(var->name, "TIMEBOX_FIRST_BYTE_TIMEOUT") == 0)
-		return &s->first_byte_ns;
-	if (strcmp(var->name, "TIMEBOX_READ_TIMEOUT") == 0)
-		return &s->read_ns;
-	if (strcmp(var->name, "TIMEBOX_DEADLINE") == 0)
-		return &s->deadline_ns;
-	if (strcmp(var->name, "TIMEBOX_RETRY_WINDOW") == 0)
-		return &s->retry_window_ns;
-	if (strcmp(var->name, "TIMEBOX_ACQUIRE_TIMEOUT") == 0)
-		return &s->acquire_ns;
-	return NULL;
+	if (var->kind != kind || var->field == TB_ENV_NO_FIELD)
+		return NULL;
+	return (char *)s + var->field;
 }
 
-/* The field a TB_ENV_COUNT variable sets. */
-static int *count_field(struct tb_settings *s, const struct tb_env_var *var)
+int64_t tb_env_number(const struct tb_settings *s, const struct tb_env_var *var)
 {
-	if (strcmp(var->name, "TIMEBOX_MAX_CONNS") == 0)
-		return &s->max_conns;
-	if (strcmp(var->name, "TIMEBOX_MAX_PENDING") == 0)
-		return &s->max_pending;
-	return NULL;
+	const char *at = (const char *)s + var->field;
+
+	if (var->field == TB_ENV_NO_FIELD)
+		return -1;
+	switch (var->kind) {
+	case TB_ENV_DURATION:
+		return *(const int64_t *)(const void *)at;
+	case TB_ENV_COUNT:
+		return *(const int *)(const void *)at;
+	case TB_ENV_BOOL:
+		return *(const bool *)(const void *)at;
+	default:
+		return -1;
+	}
 }
 
-/* The field a TB_ENV_BOOL variable sets. */
-static bool *bool_field(struct tb_settings *s, const struct tb_env_var *var)
+const char *tb_env_getenv(const char *name, void *ctx)
 {
-	if (strcmp(var->name, "TIMEBOX_GATE_SHARED") == 0)
-		return &s->gate_shared;
-	if (strcmp(var->name, "TIMEBOX_STRICT") == 0)
-		return &s->strict;
-	return NULL;
+	(void)ctx;
+	return getenv(name);
 }
 
 /* A whole number 1..TB_MAX_CONNS_LIMIT, or "0"/"off" for none. Returns 0 or -1. */
@@ -174,7 +174,7 @@ int tb_env_apply(struct tb_settings *s, const struct tb_env_var *var, const char
 		value = "";
 	switch (var->kind) {
 	case TB_ENV_DURATION: {
-		int64_t *field = duration_field(s, var);
+		int64_t *field = member(s, var, TB_ENV_DURATION);
 
 		if (field == NULL) {
 			why = "internal error: no setting for this variable";
@@ -219,7 +219,7 @@ int tb_env_apply(struct tb_settings *s, const struct tb_env_var *var, const char
 		}
 		break;
 	case TB_ENV_BOOL: {
-		bool *field = bool_field(s, var);
+		bool *field = member(s, var, TB_ENV_BOOL);
 
 		if (field == NULL)
 			why = "internal error: no setting for this variable";
@@ -230,7 +230,7 @@ int tb_env_apply(struct tb_settings *s, const struct tb_env_var *var, const char
 		break;
 	}
 	case TB_ENV_COUNT: {
-		int *field = count_field(s, var), n;
+		int *field = member(s, var, TB_ENV_COUNT), n;
 
 		if (field == NULL)
 			why = "internal error: no setting for this variable";
@@ -269,8 +269,8 @@ int tb_env_apply(struct tb_settings *s, const struct tb_env_var *var, const char
 	return -1;
 }
 
-int tb_env_load(struct tb_settings *s, const char *(*get)(const char *name, void *get_ctx),
-		void *get_ctx, tb_env_error_fn err, void *err_ctx)
+int tb_env_load(struct tb_settings *s, tb_env_get_fn get, void *get_ctx, tb_env_error_fn err,
+		void *err_ctx)
 {
 	int errors = 0;
 

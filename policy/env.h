@@ -1,7 +1,11 @@
 /* env.h - the TIMEBOX_* environment variables: their table and their parser.
- * Pure code (the caller passes the lookup function), used by the library and the launcher. */
+ * Pure code (the caller passes the lookup: tb_env_getenv for the process environment), used
+ * by the library and the launcher. */
 #ifndef TB_ENV_H
 #define TB_ENV_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 #include "settings.h"
 
@@ -17,16 +21,38 @@ enum tb_env_kind {
 	TB_ENV_PATH,       /* a file name; sets nothing in tb_settings (TIMEBOX_CONFIG) */
 };
 
-/* One variable: its name, the launcher option that mirrors it, and what its value is. */
+#define TB_ENV_NO_FIELD ((size_t)-1)
+
+/*
+ * One variable: its name, the launcher option that mirrors it, what its value is, and the
+ * member of struct tb_settings it sets. `field` is an offsetof for the kinds that share a
+ * type (DURATION: int64_t ns, COUNT: int, BOOL: bool); every other kind sets the one member
+ * of its own type (scope, on_timeout, log_target and log_path, gate_nonblocking,
+ * log_level) and has TB_ENV_NO_FIELD, as has PATH, which sets nothing.
+ */
 struct tb_env_var {
 	const char *name;   /* "TIMEBOX_READ_TIMEOUT" */
 	const char *option; /* "--read-timeout" */
 	enum tb_env_kind kind;
+	size_t field;       /* offsetof(struct tb_settings, read_ns), or TB_ENV_NO_FIELD */
 	const char *help;   /* one line for `timebox --help` */
 };
 
 /* The table, terminated by an entry whose name is NULL. */
 extern const struct tb_env_var tb_env_vars[];
+
+/*
+ * The value `var` set in *s, read through its `field`: ns for a duration, the number for a
+ * count, 0 or 1 for a switch; -1 for a variable without a field. A duration's "not set"
+ * marker (retry_window_ns < 0) comes back as it is stored.
+ */
+int64_t tb_env_number(const struct tb_settings *s, const struct tb_env_var *var);
+
+/* A getenv-like lookup: the text of variable `name`, or NULL when unset; ctx is the caller's. */
+typedef const char *(*tb_env_get_fn)(const char *name, void *ctx);
+
+/* The tb_env_get_fn of the process environment: getenv(name), ctx unused. */
+const char *tb_env_getenv(const char *name, void *ctx);
 
 /* Looks a variable up by name, or by launcher option when `by_option`; NULL when unknown. */
 const struct tb_env_var *tb_env_find(const char *key, int by_option);
@@ -49,8 +75,8 @@ int tb_env_apply(struct tb_settings *s, const struct tb_env_var *var, const char
  * when unset), starting from tb_settings_init() and ending with tb_settings_finish().
  * Each bad value is reported once through err. Returns the number of errors.
  */
-int tb_env_load(struct tb_settings *s, const char *(*get)(const char *name, void *get_ctx),
-		void *get_ctx, tb_env_error_fn err, void *err_ctx);
+int tb_env_load(struct tb_settings *s, tb_env_get_fn get, void *get_ctx, tb_env_error_fn err,
+		void *err_ctx);
 
 /*
  * Reports every TIMEBOX_* name in `envp` that is not in the table (a typo such as
