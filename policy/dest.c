@@ -35,6 +35,24 @@ bool tb_dest_equal(const struct tb_dest *a, const struct tb_dest *b)
 	       memcmp(a->addr, b->addr, a->family == AF_INET ? 4 : 16) == 0;
 }
 
+/* The first 12 bytes of every IPv4-mapped IPv6 address. */
+static const uint8_t v4_mapped_prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+bool tb_dest_unmap_v4(const struct tb_dest *d, struct tb_dest *v4)
+{
+	uint8_t addr[4];
+	uint16_t port = d->port;
+
+	if (d->family != AF_INET6 || memcmp(d->addr, v4_mapped_prefix, 12) != 0)
+		return false;
+	memcpy(addr, d->addr + 12, 4);
+	memset(v4, 0, sizeof(*v4));
+	v4->family = AF_INET;
+	v4->port = port;
+	memcpy(v4->addr, addr, 4);
+	return true;
+}
+
 static size_t put_str(char *buf, size_t len, size_t at, const char *s)
 {
 	while (*s && at + 1 < len)

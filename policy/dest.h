@@ -22,6 +22,13 @@ int tb_dest_from_sockaddr(struct tb_dest *d, const struct sockaddr *sa, socklen_
 
 bool tb_dest_equal(const struct tb_dest *a, const struct tb_dest *b);
 
+/*
+ * True when d is an IPv4-mapped IPv6 address (::ffff:a.b.c.d, RFC 4291 2.5.5.2: an IPv4 peer
+ * reached through an IPv6 socket); then *v4 is set to that IPv4 destination, same port.
+ * Otherwise returns false and leaves *v4 untouched. v4 may be d itself.
+ */
+bool tb_dest_unmap_v4(const struct tb_dest *d, struct tb_dest *v4);
+
 /* "127.0.0.1:8080", "[::1]:8080" or "-" when unknown; returns buf. Async-signal-safe. */
 char *tb_dest_format(const struct tb_dest *d, char *buf, size_t len);
 

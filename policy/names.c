@@ -50,13 +50,9 @@ size_t tb_names_lookup(const struct tb_names *t, const struct tb_dest *d,
 {
 	struct tb_dest key = *d;
 	size_t found = 0;
-	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 
 	/* A v4-mapped address on an IPv6 socket is the IPv4 address the name resolved to. */
-	if (key.family == AF_INET6 && memcmp(key.addr, mapped, 12) == 0) {
-		key.family = AF_INET;
-		memmove(key.addr, key.addr + 12, 4);
-	}
+	tb_dest_unmap_v4(d, &key);
 	for (size_t k = 0; k < t->count && found < max; k++) {
 		size_t i = (t->next + TB_NAMES_CAP - 1 - k) % TB_NAMES_CAP;
 

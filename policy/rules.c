@@ -214,12 +214,12 @@ static bool prefix_equal(const uint8_t *a, const uint8_t *b, int bits)
 
 static bool addr_matches(const struct tb_match *m, const struct tb_dest *d)
 {
-	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	struct tb_dest v4;
 
 	if (d->family == m->family)
 		return prefix_equal(d->addr, m->addr, m->prefix);
-	if (m->family == AF_INET && d->family == AF_INET6 && memcmp(d->addr, mapped, 12) == 0)
-		return prefix_equal(d->addr + 12, m->addr, m->prefix);
+	if (m->family == AF_INET && tb_dest_unmap_v4(d, &v4))
+		return prefix_equal(v4.addr, m->addr, m->prefix);
 	return false;
 }
 

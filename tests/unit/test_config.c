@@ -12,10 +12,10 @@
 #include <arpa/inet.h>
 #include <cmocka.h>
 
+#include "unit.h"
+
 #include "config.h"
 #include "env.h"
-
-#define MS INT64_C(1000000)
 
 #define MAX_ERRORS 16
 
@@ -75,21 +75,10 @@ static void one_error(const char *text, int line, const char *key, const char *f
 	assert_string_equal(errs.effect[0], effect);
 }
 
-static struct tb_dest ip(const char *addr, int port)
-{
-	struct tb_dest d;
-
-	memset(&d, 0, sizeof(d));
-	d.family = strchr(addr, ':') ? AF_INET6 : AF_INET;
-	assert_int_equal(inet_pton(d.family, addr, d.addr), 1);
-	d.port = (uint16_t)port;
-	return d;
-}
-
 static const struct tb_settings *governing(const struct tb_config *c, const char *addr, int port,
 					   const char *name)
 {
-	struct tb_dest d = ip(addr, port);
+	struct tb_dest d = dest_ip(addr, port);
 	const char *names[] = { name };
 	struct tb_target t = { &d, NULL, names, name ? 1 : 0 };
 

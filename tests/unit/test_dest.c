@@ -17,19 +17,6 @@
 #include "dest.h"
 
 
-static struct tb_dest v6(const char *ip, uint16_t port)
-{
-	struct sockaddr_in6 in6;
-	struct tb_dest d;
-
-	memset(&in6, 0, sizeof(in6));
-	in6.sin6_family = AF_INET6;
-	in6.sin6_port = htons(port);
-	assert_int_equal(inet_pton(AF_INET6, ip, &in6.sin6_addr), 1);
-	assert_int_equal(tb_dest_from_sockaddr(&d, (struct sockaddr *)&in6, sizeof(in6)), 0);
-	return d;
-}
-
 static void expect_text(const struct tb_dest *d, const char *want)
 {
 	char buf[TB_DEST_STRLEN];
@@ -41,7 +28,7 @@ static void expect_text(const struct tb_dest *d, const char *want)
 
 static void expect_v6_text(const char *ip, uint16_t port, const char *want)
 {
-	struct tb_dest d = v6(ip, port);
+	struct tb_dest d = dest_v6(ip, port);
 
 	expect_text(&d, want);
 }
@@ -66,7 +53,7 @@ static void test_from_ipv4(void **state)
 
 static void test_from_ipv6(void **state)
 {
-	struct tb_dest d = v6("2001:db8::1", 443);
+	struct tb_dest d = dest_v6("2001:db8::1", 443);
 	struct in6_addr want;
 
 	(void)state;
@@ -122,10 +109,10 @@ static void test_equal(void **state)
 	struct tb_dest b = dest_v4("10.0.0.1", 80);
 	struct tb_dest port = dest_v4("10.0.0.1", 81);
 	struct tb_dest host = dest_v4("10.0.0.2", 80);
-	struct tb_dest six = v6("::ffff:10.0.0.1", 80);
-	struct tb_dest s1 = v6("2001:db8::1", 80);
-	struct tb_dest s2 = v6("2001:db8::1", 80);
-	struct tb_dest s3 = v6("2001:db8::2", 80);
+	struct tb_dest six = dest_v6("::ffff:10.0.0.1", 80);
+	struct tb_dest s1 = dest_v6("2001:db8::1", 80);
+	struct tb_dest s2 = dest_v6("2001:db8::1", 80);
+	struct tb_dest s3 = dest_v6("2001:db8::2", 80);
 	struct tb_dest unknown1, unknown2;
 
 	(void)state;
@@ -146,6 +133,22 @@ static void test_equal(void **state)
 	memset(&unknown2, 0, sizeof(unknown2));
 	assert_true(tb_dest_equal(&unknown1, &unknown2));
 	assert_false(tb_dest_equal(&unknown1, &a));
+}
+
+static void test_unmap_v4(void **state)
+{
+	struct tb_dest mapped = dest_v6("::ffff:10.0.0.1", 80), plain = dest_v6("2001:db8::1", 80);
+	struct tb_dest four = dest_v4("10.0.0.1", 80), other = dest_v4("10.9.9.9", 9), out;
+
+	(void)state;
+	assert_true(tb_dest_unmap_v4(&mapped, &out));
+	assert_true(tb_dest_equal(&out, &four));
+	out = other;
+	assert_false(tb_dest_unmap_v4(&plain, &out));
+	assert_false(tb_dest_unmap_v4(&four, &out));
+	assert_true(tb_dest_equal(&out, &other)); /* left untouched */
+	assert_true(tb_dest_unmap_v4(&mapped, &mapped)); /* in place */
+	assert_true(tb_dest_equal(&mapped, &four));
 }
 
 static void test_format_ipv4(void **state)
@@ -200,7 +203,7 @@ static void test_format_unknown(void **state)
 static void test_format_truncates(void **state)
 {
 	struct tb_dest d = dest_v4("127.0.0.1", 8080);
-	struct tb_dest d6 = v6("2001:db8::1", 80);
+	struct tb_dest d6 = dest_v6("2001:db8::1", 80);
 	char buf[8];
 
 	(void)state;
@@ -224,6 +227,7 @@ int main(void)
 		cmocka_unit_test(test_from_ipv6),
 		cmocka_unit_test(test_from_sockaddr_refusals),
 		cmocka_unit_test(test_equal),
+		cmocka_unit_test(test_unmap_v4),
 		cmocka_unit_test(test_format_ipv4),
 		cmocka_unit_test(test_format_ipv6),
 		cmocka_unit_test(test_format_unknown),

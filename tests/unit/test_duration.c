@@ -8,10 +8,9 @@
 
 #include <cmocka.h>
 
-#include "duration.h"
+#include "unit.h"
 
-#define MS INT64_C(1000000)
-#define S INT64_C(1000000000)
+#include "duration.h"
 
 static void expect_ok(const char *text, int64_t want)
 {

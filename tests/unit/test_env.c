@@ -9,11 +9,10 @@
 
 #include <cmocka.h>
 
+#include "unit.h"
+
 #include "env.h"
 #include "settings.h"
-
-#define MS INT64_C(1000000)
-#define S INT64_C(1000000000)
 
 /* A fake environment: NULL-terminated "NAME=VALUE" strings. */
 struct fake_env {

@@ -8,11 +8,9 @@
 
 #include <cmocka.h>
 
-#include "phase.h"
+#include "unit.h"
 
-#define MS INT64_C(1000000)
-#define S INT64_C(1000000000)
-#define T0 (1000 * S)
+#include "phase.h"
 
 /* One wait of the program from `from` to `to` during which the peer stays silent. */
 static void silent_wait(struct tb_idle *c, int64_t from, int64_t to)

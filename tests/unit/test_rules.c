@@ -10,19 +10,10 @@
 #include <arpa/inet.h>
 #include <cmocka.h>
 
+#include "unit.h"
+
 #include "names.h"
 #include "rules.h"
-
-static struct tb_dest ip(const char *addr, int port)
-{
-	struct tb_dest d;
-
-	memset(&d, 0, sizeof(d));
-	d.family = strchr(addr, ':') ? AF_INET6 : AF_INET;
-	assert_int_equal(inet_pton(d.family, addr, d.addr), 1);
-	d.port = (uint16_t)port;
-	return d;
-}
 
 static struct tb_match parsed(const char *text)
 {
@@ -37,7 +28,7 @@ static struct tb_match parsed(const char *text)
 static bool hits(const char *match, const char *addr, int port)
 {
 	struct tb_match m = parsed(match);
-	struct tb_dest d = ip(addr, port);
+	struct tb_dest d = dest_ip(addr, port);
 	struct tb_target t = { &d, NULL, NULL, 0 };
 
 	return tb_match_test(&m, &t);
@@ -46,7 +37,7 @@ static bool hits(const char *match, const char *addr, int port)
 static bool hits_named(const char *match, const char *addr, int port, const char *name)
 {
 	struct tb_match m = parsed(match);
-	struct tb_dest d = ip(addr, port);
+	struct tb_dest d = dest_ip(addr, port);
 	const char *names[] = { "other.example", name };
 	struct tb_target t = { &d, NULL, names, name ? 2 : 1 };
 
@@ -156,7 +147,7 @@ static void test_hostnames(void **state)
 static void test_unix(void **state)
 {
 	struct tb_match m = parsed("unix:/run/app.sock"), glob = parsed("unix:/run/*.sock");
-	struct tb_dest d = ip("127.0.0.1", 80);
+	struct tb_dest d = dest_ip("127.0.0.1", 80);
 	struct tb_target u = { NULL, "/run/app.sock", NULL, 0 }, o = { NULL, "/run/x", NULL, 0 };
 	struct tb_target inet = { &d, NULL, NULL, 0 };
 
@@ -197,7 +188,7 @@ static struct tb_names table; /* 64 KiB: not on the stack */
 
 static void test_learned_names(void **state)
 {
-	struct tb_dest d = ip("10.0.0.5", 8080), v6 = ip("fd00::5", 80), mapped;
+	struct tb_dest d = dest_ip("10.0.0.5", 8080), v6 = dest_ip("fd00::5", 80), mapped;
 	char out[TB_NAMES_PER_ADDR][TB_NAME_MAX];
 	const char *ptrs[TB_NAMES_PER_ADDR];
 	struct tb_match m = parsed("inventory:8080");
@@ -229,12 +220,12 @@ static void test_learned_names(void **state)
 	d.port = 1;
 	assert_int_equal(tb_names_lookup(&table, &d, out, 4), 2);
 	assert_int_equal(tb_names_lookup(&table, &v6, out, 4), 1);
-	mapped = ip("::ffff:10.0.0.5", 8080);
+	mapped = dest_ip("::ffff:10.0.0.5", 8080);
 	assert_int_equal(tb_names_lookup(&table, &mapped, out, 4), 2);
 
 	/* Bounded: the oldest pairs are forgotten first. */
 	for (int i = 0; i < TB_NAMES_CAP; i++) {
-		struct tb_dest x = ip("192.0.2.1", 1);
+		struct tb_dest x = dest_ip("192.0.2.1", 1);
 
 		x.addr[3] = (uint8_t)i;
 		snprintf(name, sizeof(name), "filler-%d", i);

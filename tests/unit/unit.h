@@ -1,5 +1,5 @@
-/* unit.h - what the cmocka unit tests share: time units on the simulated clock, and an
- * IPv4 destination builder. Include after <cmocka.h>. */
+/* unit.h - what the cmocka unit tests share: time units on the simulated clock, and
+ * destination builders. Include after <cmocka.h>. */
 #ifndef TB_UNIT_H
 #define TB_UNIT_H
 
@@ -27,6 +27,32 @@ static inline struct tb_dest dest_v4(const char *ip, uint16_t port)
 	in.sin_port = htons(port);
 	assert_int_equal(inet_pton(AF_INET, ip, &in.sin_addr), 1);
 	assert_int_equal(tb_dest_from_sockaddr(&d, (struct sockaddr *)&in, sizeof(in)), 0);
+	return d;
+}
+
+/* [ip6]:port as a tb_dest, through a sockaddr_in6; the test fails if ip does not parse. */
+static inline struct tb_dest dest_v6(const char *ip, uint16_t port)
+{
+	struct sockaddr_in6 in6;
+	struct tb_dest d;
+
+	memset(&in6, 0, sizeof(in6));
+	in6.sin6_family = AF_INET6;
+	in6.sin6_port = htons(port);
+	assert_int_equal(inet_pton(AF_INET6, ip, &in6.sin6_addr), 1);
+	assert_int_equal(tb_dest_from_sockaddr(&d, (struct sockaddr *)&in6, sizeof(in6)), 0);
+	return d;
+}
+
+/* addr:port as a tb_dest, IPv6 when addr holds a colon, filled in directly. */
+static inline struct tb_dest dest_ip(const char *addr, int port)
+{
+	struct tb_dest d;
+
+	memset(&d, 0, sizeof(d));
+	d.family = strchr(addr, ':') ? AF_INET6 : AF_INET;
+	assert_int_equal(inet_pton(d.family, addr, d.addr), 1);
+	d.port = (uint16_t)port;
 	return d;
 }
 
