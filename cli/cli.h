@@ -27,6 +27,6 @@ int tb_check_main(int argc, char **argv);
  * Go, not setuid/setgid or with file capabilities; for a #! script, the same for its
  * interpreter. Returns 0, or -1 after writing why to `why` (len bytes).
  */
-int tb_target_check(const char *file, char *why, size_t len);
+int tb_program_check(const char *file, char *why, size_t len);
 
 #endif

@@ -404,7 +404,7 @@ static int run(int argc, char **argv)
 
 	if (args.print_env)
 		return print_env();
-	if (!args.force && tb_target_check(args.command[0], why, sizeof(why)) < 0) {
+	if (!args.force && tb_program_check(args.command[0], why, sizeof(why)) < 0) {
 		fprintf(stderr, "timebox: %s\n(run it anyway with --force; see timebox(1))\n",
 			why);
 		return EXIT_USAGE;

@@ -1,9 +1,10 @@
-/* target.c - can LD_PRELOAD reach the program? Static and Go binaries, setuid/setgid and
+/* program.c - can LD_PRELOAD reach the program to run? Static and Go binaries, setuid/setgid and
  * file-capability binaries are refused with a reason; a #! script is judged by its interpreter. */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,18 @@ struct elf_facts {
 	int is_go;
 };
 
+/* The header fields read here, widened from ELF32 or ELF64 into one form. */
+struct elf_header {
+	int is64;
+	uint64_t phoff, shoff;
+	unsigned phnum, phentsize, shnum, shentsize, shstrndx;
+};
+
+/* A section header's fields read here, widened likewise. */
+struct elf_section {
+	uint64_t name, offset, size;
+};
+
 static const char *const go_sections[] = { ".go.buildinfo", ".note.go.buildid", ".gopclntab",
 					   NULL };
 
@@ -64,58 +77,114 @@ static int is_go_section(const char *name)
 	return 0;
 }
 
-#define ELF_SCAN(Ehdr, Phdr, Shdr)                                                          \
-	do {                                                                                \
-		Ehdr eh;                                                                    \
-		char *names = NULL;                                                         \
-		if (read_at(fd, &eh, sizeof(eh), 0) < 0)                                    \
-			return -1;                                                          \
-		for (unsigned i = 0; i < eh.e_phnum && i < 4096; i++) {                     \
-			Phdr ph;                                                            \
-			if (read_at(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + (uint64_t)i * \
-							       eh.e_phentsize)) < 0)        \
-				return -1;                                                  \
-			if (ph.p_type == PT_INTERP)                                         \
-				f->has_interp = 1;                                          \
-		}                                                                           \
-		if (eh.e_shstrndx != SHN_UNDEF && eh.e_shstrndx < eh.e_shnum &&             \
-		    eh.e_shnum < 65535) {                                                   \
-			Shdr strs;                                                          \
-			if (read_at(fd, &strs, sizeof(strs),                                \
-				    (off_t)(eh.e_shoff + (uint64_t)eh.e_shstrndx *          \
-							     eh.e_shentsize)) < 0 ||        \
-			    strs.sh_size > (1 << 20) ||                                     \
-			    (names = calloc(1, (size_t)strs.sh_size + 1)) == NULL ||        \
-			    read_at(fd, names, (size_t)strs.sh_size, (off_t)strs.sh_offset) < 0) { \
-				free(names);                                                \
-				return 0; /* no section names: not judged as Go */          \
-			}                                                                   \
-			for (unsigned i = 0; i < eh.e_shnum; i++) {                         \
-				Shdr sh;                                                    \
-				if (read_at(fd, &sh, sizeof(sh),                            \
-					    (off_t)(eh.e_shoff + (uint64_t)i * eh.e_shentsize)) < 0) \
-					break;                                              \
-				if (sh.sh_name < strs.sh_size && is_go_section(names + sh.sh_name)) \
-					f->is_go = 1;                                       \
-			}                                                                   \
-			free(names);                                                        \
-		}                                                                           \
-	} while (0)
+/* Reads the file header of class `class` (ELFCLASS32/64) into *h. Returns 0 or -1. */
+static int read_header(int fd, int class, struct elf_header *h)
+{
+	memset(h, 0, sizeof(*h));
+	if (class == ELFCLASS64) {
+		Elf64_Ehdr e;
+
+		if (read_at(fd, &e, sizeof(e), 0) < 0)
+			return -1;
+		*h = (struct elf_header){ 1, e.e_phoff, e.e_shoff, e.e_phnum, e.e_phentsize,
+					  e.e_shnum, e.e_shentsize, e.e_shstrndx };
+		return 0;
+	}
+	if (class == ELFCLASS32) {
+		Elf32_Ehdr e;
+
+		if (read_at(fd, &e, sizeof(e), 0) < 0)
+			return -1;
+		*h = (struct elf_header){ 0, e.e_phoff, e.e_shoff, e.e_phnum, e.e_phentsize,
+					  e.e_shnum, e.e_shentsize, e.e_shstrndx };
+		return 0;
+	}
+	return -1;
+}
+
+/* The p_type of program header i. Returns 0 or -1. */
+static int read_segment_type(int fd, const struct elf_header *h, unsigned i, uint32_t *type)
+{
+	off_t at = (off_t)(h->phoff + (uint64_t)i * h->phentsize);
+
+	if (h->is64) {
+		Elf64_Phdr p;
+
+		if (read_at(fd, &p, sizeof(p), at) < 0)
+			return -1;
+		*type = p.p_type;
+	} else {
+		Elf32_Phdr p;
+
+		if (read_at(fd, &p, sizeof(p), at) < 0)
+			return -1;
+		*type = p.p_type;
+	}
+	return 0;
+}
+
+/* Section header i into *s. Returns 0 or -1. */
+static int read_section(int fd, const struct elf_header *h, unsigned i, struct elf_section *s)
+{
+	off_t at = (off_t)(h->shoff + (uint64_t)i * h->shentsize);
+
+	if (h->is64) {
+		Elf64_Shdr e;
+
+		if (read_at(fd, &e, sizeof(e), at) < 0)
+			return -1;
+		*s = (struct elf_section){ e.sh_name, e.sh_offset, e.sh_size };
+	} else {
+		Elf32_Shdr e;
+
+		if (read_at(fd, &e, sizeof(e), at) < 0)
+			return -1;
+		*s = (struct elf_section){ e.sh_name, e.sh_offset, e.sh_size };
+	}
+	return 0;
+}
+
+/* Sets f->is_go when a section is named like Go's. No readable section names: not Go. */
+static void scan_sections(int fd, const struct elf_header *h, struct elf_facts *f)
+{
+	struct elf_section strs, sh;
+	char *names = NULL;
+
+	if (h->shstrndx == SHN_UNDEF || h->shstrndx >= h->shnum || h->shnum >= 65535)
+		return;
+	if (read_section(fd, h, h->shstrndx, &strs) < 0 || strs.size > (1 << 20) ||
+	    (names = calloc(1, (size_t)strs.size + 1)) == NULL ||
+	    read_at(fd, names, (size_t)strs.size, (off_t)strs.offset) < 0)
+		goto out;
+	for (unsigned i = 0; i < h->shnum; i++) {
+		if (read_section(fd, h, i, &sh) < 0)
+			break;
+		if (sh.name < strs.size && is_go_section(names + sh.name))
+			f->is_go = 1;
+	}
+out:
+	free(names);
+}
 
 /* Reads the facts of an ELF file. Returns 0, or -1 when it is not a readable ELF file. */
 static int elf_scan(int fd, struct elf_facts *f)
 {
 	unsigned char ident[EI_NIDENT];
+	struct elf_header h;
 
 	memset(f, 0, sizeof(*f));
-	if (read_at(fd, ident, sizeof(ident), 0) < 0 || memcmp(ident, ELFMAG, SELFMAG) != 0)
+	if (read_at(fd, ident, sizeof(ident), 0) < 0 || memcmp(ident, ELFMAG, SELFMAG) != 0 ||
+	    read_header(fd, ident[EI_CLASS], &h) < 0)
 		return -1;
-	if (ident[EI_CLASS] == ELFCLASS64)
-		ELF_SCAN(Elf64_Ehdr, Elf64_Phdr, Elf64_Shdr);
-	else if (ident[EI_CLASS] == ELFCLASS32)
-		ELF_SCAN(Elf32_Ehdr, Elf32_Phdr, Elf32_Shdr);
-	else
-		return -1;
+	for (unsigned i = 0; i < h.phnum && i < 4096; i++) {
+		uint32_t type;
+
+		if (read_segment_type(fd, &h, i, &type) < 0)
+			return -1;
+		if (type == PT_INTERP)
+			f->has_interp = 1;
+	}
+	scan_sections(fd, &h, f);
 	return 0;
 }
 
@@ -220,7 +289,7 @@ static int check_one(const char *path, int depth, char *why, size_t len)
 	return 0;
 }
 
-int tb_target_check(const char *file, char *why, size_t len)
+int tb_program_check(const char *file, char *why, size_t len)
 {
 	char path[PATH_MAX];
 
