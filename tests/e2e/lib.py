@@ -1,11 +1,14 @@
 """Shared helpers of the end-to-end tests: build paths, the preload environment, the fault
-server fixture, a timed process runner and the blockcli wrapper (python3 stdlib only)."""
+server fixture, a timed process runner, the blockcli wrapper, timebox's log lines and the
+timing slack (python3 stdlib only)."""
 
 import http.client
 import json
 import os
+import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -112,13 +115,43 @@ def require_runs_with_sanitizer(argv):
              "timebox" % (argv[0], SANITIZE))
 
 
-def native_env(extra=None):
-    """A copy of os.environ without LD_PRELOAD (the "without timebox" baseline), plus extra."""
+def native_env(extra=None, clean=False):
+    """A copy of os.environ without LD_PRELOAD (the "without timebox" baseline), plus extra.
+    clean=True also drops the TIMEBOX_* variables inherited from the environment (extra's
+    still apply)."""
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
+    if clean:
+        env = {k: v for k, v in env.items() if not k.startswith("TIMEBOX_")}
     if extra:
         env.update({k: str(v) for k, v in extra.items()})
     return env
+
+
+def scrub_timebox_env():
+    """Removes every TIMEBOX_* variable from os.environ. A test module calls it at import:
+    its tests then see only the settings they set themselves."""
+    for name in [n for n in os.environ if n.startswith("TIMEBOX_")]:
+        del os.environ[name]
+
+
+def free_port():
+    """A 127.0.0.1 port that was free a moment ago: nothing listens there."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---- timing: never early, generous slack ----------------------------------------------------
+
+# Room after a limit for a whole program run (start-up and exit of python3, perl, curl on a
+# busy 2-core machine), when the time is measured around the process.
+SLACK_MS = 700
+
+
+def slack(limit_ms):
+    """The latest an expiry of limit_ms may be seen: generous on a noisy 2-core machine."""
+    return max(limit_ms + 500, limit_ms * 1.5 + 300)
 
 
 class Result:
@@ -154,6 +187,22 @@ def run(cmd, env=None, timeout=30, input=None):
         timed_out = True
     elapsed = (time.monotonic() - start) * 1000.0
     return Result(None if timed_out else proc.returncode, out, err, elapsed, timed_out)
+
+
+TB_PREFIX = "timebox: "
+
+
+def tb_lines(stderr):
+    """timebox's own lines of stderr, as text ("timebox: " prefix kept)."""
+    return [line for line in stderr.splitlines() if line.startswith(TB_PREFIX)]
+
+
+def tb_records(stderr, **fields):
+    """timebox's lines of stderr, each as a dict (quoted logfmt values unquoted), keeping
+    those that carry every field given (compared as text)."""
+    records = [dict(f.partition("=")[::2] for f in shlex.split(line[len(TB_PREFIX):]))
+               for line in tb_lines(stderr)]
+    return [r for r in records if all(r.get(k) == str(v) for k, v in fields.items())]
 
 
 def parse_logfmt(line):

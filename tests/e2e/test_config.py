@@ -15,8 +15,7 @@ import time
 import lib
 from lib import FaultServer
 
-for _name in [n for n in os.environ if n.startswith("TIMEBOX_")]:
-    del os.environ[_name]
+lib.scrub_timebox_env()
 
 # The real interpreter: a pyenv shim would run the library in every wrapper process too.
 PYTHON = os.path.realpath(sys.executable)
@@ -82,10 +81,6 @@ def assert_cut(res, target, errname, at_least, below):
     assert at_least <= ms < below, (target, ms)
 
 
-def tb_lines(stderr):
-    return [l for l in stderr.splitlines() if l.startswith("timebox: ")]
-
-
 def test_two_destinations_two_limits():
     with FaultServer() as a, FaultServer() as b:
         conf = write_conf('''
@@ -99,7 +94,7 @@ def test_two_destinations_two_limits():
             res, r = client([ta, tb], conf)
             assert_cut(res, ta, "ETIMEDOUT", 200, 700)
             assert_cut(res, tb, "ETIMEDOUT", 600, 1100)
-            assert len(tb_lines(r.stderr)) == 2, r
+            assert len(lib.tb_lines(r.stderr)) == 2, r
             assert "limit_ms=200" in r.stderr and "limit_ms=600" in r.stderr, r
         finally:
             os.unlink(conf)
@@ -259,7 +254,7 @@ def test_broken_config_bare_library_runs_the_program():
         try:
             t = "127.0.0.1:%d/delay?ms=3000" % srv.port
             res, r = client([t], conf)
-            lines = tb_lines(r.stderr)
+            lines = lib.tb_lines(r.stderr)
             assert len(lines) == 2, r  # the error, then the timeout under the defaults
             assert 'line=5 name=match value="10.0.0.0/33"' in lines[0], r
             assert 'effect="rule ignored"' in lines[0], r

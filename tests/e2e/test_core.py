@@ -4,17 +4,13 @@ generous upper bound (it does fire, on a loaded machine); precision is the bench
 
 import hashlib
 import os
-import shlex
-import socket
 import subprocess
 import tempfile
 
 import lib
 from lib import FaultServer
 
-# A test sees only the TIMEBOX_* settings it sets itself.
-for _name in [n for n in os.environ if n.startswith("TIMEBOX_")]:
-    del os.environ[_name]
+lib.scrub_timebox_env()
 
 ERRNOCHECK = lib.client("errnocheck")
 
@@ -23,27 +19,16 @@ SEED = {"TIMEBOX_CONNECT_TIMEOUT": "100ms", "TIMEBOX_READ_TIMEOUT": "250ms",
         "TIMEBOX_DEADLINE": "300ms"}
 
 
-def slack(limit_ms):
-    """The latest an expiry of limit_ms may be seen: generous on a noisy 2-core machine."""
-    return max(limit_ms + 500, limit_ms * 1.5 + 300)
-
-
 def assert_fired(ms, limit_ms, what, upper=None):
     """ms is when an expiry was seen: never before limit_ms, and not much after."""
-    upper = slack(limit_ms) if upper is None else upper
+    upper = lib.slack(limit_ms) if upper is None else upper
     assert ms >= limit_ms, "%s fired early: %.1f ms < %d ms" % (what, ms, limit_ms)
     assert ms < upper, "%s fired late: %.1f ms >= %d ms" % (what, ms, upper)
 
 
-def tb_lines(stderr):
-    """timebox's log lines in stderr, each as a dict (quoted logfmt values unquoted)."""
-    return [dict(f.partition("=")[::2] for f in shlex.split(line[len("timebox: "):]))
-            for line in stderr.splitlines() if line.startswith("timebox: ")]
-
-
 def one_event(stderr, **fields):
     """The only timebox line of stderr; asserts it carries fields."""
-    lines = tb_lines(stderr)
+    lines = lib.tb_records(stderr)
     assert len(lines) == 1, "expected one timebox line, got %r" % stderr
     for key, value in fields.items():
         assert lines[0].get(key) == str(value), (key, value, lines[0])
@@ -74,13 +59,6 @@ def errnocheck(mode, port, env, *args):
             steps[rec["step"]] = rec
     assert r.returncode == 0 and r.stdout.rstrip().endswith("result=ok"), r
     return steps, r
-
-
-def free_port():
-    """A port that was free a moment ago: nothing listens there."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ---- 1. the seed's table ------------------------------------------------------------------
@@ -144,7 +122,7 @@ def test_connect_timeout_on_blackhole():
 
 
 def test_refused_connect_fails_at_once():
-    port = free_port()
+    port = lib.free_port()
     res = lib.blockcli(["--port", port, "--path", "/ok"],
                        env_extra={"TIMEBOX_CONNECT_TIMEOUT": "100ms",
                                   "TIMEBOX_DEADLINE": "300ms"})
@@ -167,10 +145,10 @@ def test_retries_inside_the_deadline():
         assert [r["errno"] for r in res.records] == ["ETIMEDOUT"] * 3, res
         assert_fired(res.total_ms, 300, "the deadline", upper=600)
         assert_fired(res.records[0]["ms"], 250, "the first attempt's first_byte")
-        events = [(e["event"], e["phase"]) for e in tb_lines(res.run.stderr)]
+        events = [(e["event"], e["phase"]) for e in lib.tb_records(res.run.stderr)]
         assert events == [("timeout", "first_byte"), ("timeout", "deadline"),
                           ("reject", "deadline")], res
-        assert tb_lines(res.run.stderr)[2]["reason"] == "retry_window", res
+        assert lib.tb_records(res.run.stderr)[2]["reason"] == "retry_window", res
 
         # Without the deadline each attempt waits its full 250 ms: ~752 ms, 3 requests.
         no_deadline = dict(SEED)
@@ -256,7 +234,7 @@ def test_chk_entry_points_are_governed():
         for name in ("read_chk", "recv_chk"):
             assert (steps[name]["rc"], steps[name]["errno"]) == ("-1", "ETIMEDOUT"), r
             assert_fired(steps[name]["ms"], 250, name)
-        assert [e["phase"] for e in tb_lines(r.stderr)] == ["first_byte"] * 2, r
+        assert [e["phase"] for e in lib.tb_records(r.stderr)] == ["first_byte"] * 2, r
 
 
 # ---- 9. the program's own poll loops -------------------------------------------------------

@@ -13,7 +13,6 @@ sending the response, and a connection closed only once its thread has read the 
 a hand-off the next caller's request can be counted first."""
 
 import os
-import shlex
 import signal
 import statistics
 import subprocess
@@ -23,33 +22,15 @@ import time
 import lib
 from lib import FaultServer
 
-# A test sees only the TIMEBOX_* settings it sets itself.
-for _name in [n for n in os.environ if n.startswith("TIMEBOX_")]:
-    del os.environ[_name]
+lib.scrub_timebox_env()
 
 GATECHECK = lib.client("gatecheck")
 SHM_DIR = "/dev/shm/timebox-%d" % os.getuid()
 
 
-def slack(limit_ms):
-    """The latest an expiry of limit_ms may be seen: generous on a noisy 2-core machine."""
-    return max(limit_ms + 500, limit_ms * 1.5 + 300)
-
-
-def tb_lines(stderr):
-    """timebox's log lines in stderr, each as a dict (quoted logfmt values unquoted)."""
-    return [dict(f.partition("=")[::2] for f in shlex.split(line[len("timebox: "):]))
-            for line in stderr.splitlines() if line.startswith("timebox: ")]
-
-
-def events(stderr, **fields):
-    """The timebox lines of stderr that carry every field given."""
-    return [l for l in tb_lines(stderr) if all(l.get(k) == str(v) for k, v in fields.items())]
-
-
 def summaries(stderr):
     """The exit summaries (event=gate), one per process and destination."""
-    return events(stderr, event="gate")
+    return lib.tb_records(stderr, event="gate")
 
 
 def gate_file(srv, max_conns):
@@ -186,12 +167,12 @@ def test_experiment_b_acquire_timeout():
         assert len(res.calls()) == 20, res
         assert len(ok) == 5 and len(failed) == 15, res
         for c in ok:
-            assert 500 <= c["ms"] < slack(500), res
+            assert 500 <= c["ms"] < lib.slack(500), res
         for c in failed:
             assert c["errno"] == "ETIMEDOUT", res
             assert 300 <= c["ms"] < 800, res
         assert st["requests"] == 5, st
-        assert len(events(res.run.stderr, event="timeout", phase="gate", limit_ms=300)) == 15, \
+        assert len(lib.tb_records(res.run.stderr, event="timeout", phase="gate", limit_ms=300)) == 15, \
             res.run.stderr
         summary, = summaries(res.run.stderr)
         assert (summary["leased"], summary["pending"], summary["max"], summary["acquired"],
@@ -215,7 +196,7 @@ def test_experiment_b_no_acquire_limit():
         assert 2000 <= res.total_ms < 2000 + 1500, res  # four waves, from before the first
         assert times[-1] < 2000 + 1500, times
         assert st["requests"] == 20, st
-        assert not events(res.run.stderr, event="timeout"), res.run.stderr
+        assert not lib.tb_records(res.run.stderr, event="timeout"), res.run.stderr
         summary, = summaries(res.run.stderr)
         assert (summary["leased"], summary["acquired"], summary["timed_out"]) == \
             ("0", "20", "0"), summary
@@ -268,9 +249,9 @@ def test_max_pending_rejects_at_once():
         assert 1500 <= res.total_ms < 1500 + 1500, res  # one at a time, three in all
         assert times[2] < 1500 + 1500, times
         assert st["requests"] == 3, st
-        rejects = events(res.run.stderr, event="reject", phase="gate", reason="max_pending")
+        rejects = lib.tb_records(res.run.stderr, event="reject", phase="gate", reason="max_pending")
         assert len(rejects) == 2, res.run.stderr
-        assert not events(res.run.stderr, event="timeout"), res.run.stderr
+        assert not lib.tb_records(res.run.stderr, event="timeout"), res.run.stderr
         summary, = summaries(res.run.stderr)
         assert (summary["leased"], summary["acquired"], summary["rejected"]) == \
             ("0", "3", "2"), summary
@@ -288,10 +269,10 @@ def test_deadline_bounds_the_wait():
                             "--threads", 2], env_extra=env)
         ok, failed = by_outcome(res)
         assert len(ok) == 1 and len(failed) == 1, res
-        assert 1000 <= ok[0]["ms"] < slack(1000), res
+        assert 1000 <= ok[0]["ms"] < lib.slack(1000), res
         assert failed[0]["errno"] == "ETIMEDOUT", res
         assert 300 <= failed[0]["ms"] < 900, res
-        line, = tb_lines(res.run.stderr)
+        line, = lib.tb_records(res.run.stderr)
         assert (line["event"], line["phase"], line["limit_ms"]) == \
             ("timeout", "deadline", "300"), line
 
@@ -391,7 +372,7 @@ def test_shared_gate_stale_file_and_permissions():
             os.chmod(path, 0o644)
             res = lib.blockcli(["--port", srv.port, "--path", "/ok"], env_extra=env)
             assert res.ok, res
-            err, = events(res.run.stderr, event="error", what="shared_gate")
+            err, = lib.tb_records(res.run.stderr, event="error", what="shared_gate")
             assert err["path"] == path, err
         finally:
             remove_gate_file(srv, 2)
@@ -421,10 +402,10 @@ def gatecheck(mode, shared=False):
             # The slot was free: no wait at all.
             assert s["rc"] == "0" and ms < 200, (s, r)
         else:
-            assert (s["rc"], s["errno"]) == ("-1", "ETIMEDOUT") and 200 <= ms < slack(200), \
+            assert (s["rc"], s["errno"]) == ("-1", "ETIMEDOUT") and 200 <= ms < lib.slack(200), \
                 (s, r)
     held = sum(1 for s in steps if s["expect"] == "held")
-    assert len(events(r.stderr, event="timeout", phase="gate")) == held, r
+    assert len(lib.tb_records(r.stderr, event="timeout", phase="gate")) == held, r
     sums = summaries(r.stderr)
     assert sums, r
     for s in sums:
@@ -515,7 +496,7 @@ def test_curl_nonblocking_fail():
                 assert proc.returncode == 7, (proc.returncode, err)
                 assert "Couldn't connect" in err or "Resource temporarily unavailable" in err, err
                 assert float(out) * 1000 < 300, out  # curl's own measure of the attempt
-                rej, = events(err, event="reject", phase="gate", reason="full")
+                rej, = lib.tb_records(err, event="reject", phase="gate", reason="full")
             for proc, ms, out, err in ok:
                 assert float(out) * 1000 >= 2000, out
         finally:

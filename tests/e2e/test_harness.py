@@ -273,10 +273,7 @@ def test_blockcli_reports_failures_and_retries():
         res = lib.blockcli(["--port", srv.port, "--path", "/reset?after=50"], preload=False)
         assert res.records[0]["errno"] == "ECONNRESET" and res.records[0]["bytes"] <= 50, res
         # A port that was free a moment ago: nothing listens there, the connect is refused.
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            free_port = s.getsockname()[1]
-        res = lib.blockcli(["--port", free_port, "--path", "/"], preload=False)
+        res = lib.blockcli(["--port", lib.free_port(), "--path", "/"], preload=False)
         assert res.records[0]["errno"] == "ECONNREFUSED", res
 
 

@@ -9,14 +9,12 @@ the limit plus SLACK_MS, generous for the start-up of python3 or perl on a busy 
 machine)."""
 
 import shutil
-import socket
 import subprocess
 import tempfile
 
 import lib
-from lib import FaultServer
+from lib import SLACK_MS, FaultServer
 
-SLACK_MS = 700
 # A sanitizer's runtime adds its own start-up and exit to every process run (ThreadSanitizer
 # maps its shadow memory: about a second here). The cut itself is still measured exactly, by
 # the log line's elapsed_ms; the process's wall time only gets the extra room.
@@ -41,12 +39,6 @@ while (1) {
 '''
 
 
-def timebox_lines(stderr):
-    """The timebox log lines of stderr, parsed."""
-    return [lib.parse_logfmt(line[len("timebox: "):]) for line in stderr.splitlines()
-            if line.startswith("timebox: ")]
-
-
 # A run of each program that does nothing: under a sanitized build, a program that cannot
 # even do this with the sanitizer's runtime preloaded is skipped (see lib).
 PROBES = {"curl": ["--version"], "wget": ["--version"], "python3": ["-c", "pass"],
@@ -69,7 +61,7 @@ def assert_bounded(res, limit_ms, phase, what, slack_ms=SLACK_MS):
         what, res.elapsed_ms, limit_ms, res)
     assert res.elapsed_ms < limit_ms + slack_ms + STARTUP_MS, "%s fired late (%.1f ms): %r" % (
         what, res.elapsed_ms, res)
-    events = [r for r in timebox_lines(res.stderr) if r.get("event") == "timeout"]
+    events = lib.tb_records(res.stderr, event="timeout")
     assert len(events) == 1, "%s: expected one timeout line: %r" % (what, res)
     ev = events[0]
     assert ev["phase"] == phase, (phase, res)
@@ -166,10 +158,7 @@ def test_curl_unchanged():
         slow = assert_unchanged(["curl", "-sS", srv.url("/delay?ms=150&order=6")])
         assert slow.stdout == "ok order=6\n", slow
         # An error of curl's own (connection refused) keeps its status and text.
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
+        port = lib.free_port()
         refused = assert_unchanged(["curl", "-sS", "http://127.0.0.1:%d/" % port])
         assert refused.returncode == 7, refused
 
@@ -226,7 +215,7 @@ def test_wget_default_tries_fail_fast_in_retry_window():
         assert not res.timed_out, res
         assert res.returncode == 4, res
         assert 500 <= res.elapsed_ms < 500 + SLACK_MS, res
-        lines = timebox_lines(res.stderr)
+        lines = lib.tb_records(res.stderr)
         timeouts = [r for r in lines if r.get("event") == "timeout"]
         rejects = [r for r in lines if r.get("event") == "reject"]
         assert [r["phase"] for r in timeouts] == ["first_byte", "deadline"], res
@@ -251,7 +240,7 @@ def test_wget_default_retry_waits_outlast_the_retry_window():
         res = lib.run(["wget", "-q", "-O-", srv.url("/stall")],
                       env=lib.preload_env({"TIMEBOX_DEADLINE": "500ms"}), timeout=3.5)
         assert res.timed_out, "wget ended within 3.5 s: %r" % res
-        timeouts = [r for r in timebox_lines(res.stderr) if r.get("event") == "timeout"]
+        timeouts = lib.tb_records(res.stderr, event="timeout")
         assert [r["phase"] for r in timeouts] == ["deadline", "deadline"], res
         assert all(int(r["limit_ms"]) == 500 and int(r["elapsed_ms"]) >= 500
                    for r in timeouts), res
@@ -273,10 +262,7 @@ class RedisServer:
 
     def __enter__(self):
         need("redis-server", "redis-cli")
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        self.port = s.getsockname()[1]
-        s.close()
+        self.port = lib.free_port()
         self._dir = tempfile.mkdtemp(prefix="tb-redis-")
         self._proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
