@@ -29,7 +29,7 @@ extern char **environ;
 struct run_args {
 	const char *values[MAX_VARS];
 	char **command; /* NULL-terminated argv of the program to run */
-	int force;      /* --force: run a program the target checks refuse */
+	int force;      /* --force: run a program tb_program_check refuses */
 	int print_env;  /* --print-env: print the environment instead of running */
 };
 
