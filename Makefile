@@ -1,6 +1,6 @@
 # timebox - one Makefile for the library, the launcher, the tests, the demo and the bench.
 #   make                      build/lib/libtimebox.so and build/bin/timebox
-#   make test                 unit tests (cmocka) then end-to-end tests
+#   make test                 unit tests (cmocka), the exports check, then end-to-end tests
 #   make demo                 the fault server against a legacy client, without and with timebox
 #   make bench [QUICK=1]      benchmarks against native and a HAProxy sidecar -> docs/benchmarks.md
 #   make install [PREFIX=/usr/local] [DESTDIR=...]   and make uninstall
@@ -50,7 +50,8 @@ REGRESS_BINS := $(patsubst %.c,$(BUILD)/%,$(REGRESS_C))
 BENCH_C   := $(wildcard tests/bench/*.c)
 BENCH_BINS := $(patsubst %.c,$(BUILD)/%,$(BENCH_C))
 
-.PHONY: all test unit regress e2e demo bench clean deps-check deps-test install uninstall
+.PHONY: all test unit regress e2e demo bench clean deps-check deps-test install uninstall \
+	check-exports
 
 # Installed layout (make install PREFIX=/usr/local DESTDIR=/tmp/stage). The launcher finds
 # the library at ../lib/timebox/ from its own directory.
@@ -141,6 +142,13 @@ unit: $(UNIT_BINS) $(LAUNCHER)
 	echo; echo "unit suites: $$pass passed, $$fail failed"; \
 	if [ $$fail -ne 0 ]; then echo "failed:$$failed"; exit 1; fi
 
+# Internal code never calls an exported name: among the library's objects only the hook
+# files may import a name of the export map; every other libc call goes through tb_real.
+# The self-test first shows the check catching a planted call to close().
+check-exports: $(LIB)
+	@tests/check_exports.sh --self-test
+	@tests/check_exports.sh $(BUILD)
+
 regress: all $(REGRESS_BINS)
 	@TB_SANITIZE=$(SANITIZE) tests/regress/run.sh $(BUILD) $(REGRESS_FILTER)
 
@@ -149,6 +157,7 @@ e2e: all $(E2E_BINS) $(BUILD)/tests/e2e/clients/blockcli_fortify $(BENCH_BINS)
 
 test: deps-test
 	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory check-exports
 	@$(MAKE) --no-print-directory regress
 	@$(MAKE) --no-print-directory e2e
 

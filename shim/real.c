@@ -3,90 +3,124 @@
 #include "real.h"
 
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <sys/ioctl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#include "hooks.h"
 
 static __thread int binding __attribute__((tls_model("initial-exec")));
 static pthread_once_t bind_once = PTHREAD_ONCE_INIT;
 
-static long raw_poll(struct pollfd *p, nfds_t n, int ms)
+static long sys_poll(struct pollfd *p, nfds_t n, int ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
 
 	return syscall(SYS_ppoll, p, n, ms < 0 ? NULL : &ts, NULL, _NSIG / 8);
 }
 
+/* The kernel writes the time left back into pselect6's timeout; pselect(2) promises not to
+ * touch the caller's, so it gets a copy (as glibc does). */
+static long sys_pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t,
+			const sigset_t *s)
+{
+	struct timespec copy, *tp = NULL;
+	struct {
+		const sigset_t *set;
+		size_t size;
+	} mask = { s, _NSIG / 8 };
+
+	if (t != NULL) {
+		copy = *t;
+		tp = &copy;
+	}
+	return syscall(SYS_pselect6, n, r, w, e, tp, &mask);
+}
+
 /*
- * Boot stubs: bind, then forward through the table. If binding is already under way on
- * this thread the stub makes the system call itself (the only way not to deadlock).
+ * Per entry, two functions. raw_NAME makes the system call itself: it is what a boot stub
+ * uses while the binding is under way on its own thread (the only way not to deadlock),
+ * and what the entry is bound to when libc has no NAME. boot_NAME binds, then forwards
+ * through the table, which by then never points back at a boot stub.
  */
-#define BOOT(ret, name, params, args, raw)                                                 \
+#define ENTRY(ret, name, params, args, raw)                                                \
+	static ret raw_##name params                                                        \
+	{                                                                                   \
+		return (ret)(raw);                                                          \
+	}                                                                                   \
 	static ret boot_##name params                                                       \
 	{                                                                                   \
 		if (tb_real_bind() == 0)                                                    \
 			return tb_real.name args;                                           \
-		return (ret)(raw);                                                          \
+		return raw_##name args;                                                     \
 	}
 
-BOOT(ssize_t, read, (int fd, void *b, size_t n), (fd, b, n), syscall(SYS_read, fd, b, n))
-BOOT(ssize_t, write, (int fd, const void *b, size_t n), (fd, b, n),
-     syscall(SYS_write, fd, b, n))
-BOOT(ssize_t, readv, (int fd, const struct iovec *v, int n), (fd, v, n),
-     syscall(SYS_readv, fd, v, n))
-BOOT(ssize_t, writev, (int fd, const struct iovec *v, int n), (fd, v, n),
-     syscall(SYS_writev, fd, v, n))
-BOOT(ssize_t, recv, (int fd, void *b, size_t n, int f), (fd, b, n, f),
-     syscall(SYS_recvfrom, fd, b, n, f, NULL, NULL))
-BOOT(ssize_t, send, (int fd, const void *b, size_t n, int f), (fd, b, n, f),
-     syscall(SYS_sendto, fd, b, n, f, NULL, 0))
-BOOT(ssize_t, recvfrom,
-     (int fd, void *b, size_t n, int f, struct sockaddr *a, socklen_t *l),
-     (fd, b, n, f, a, l), syscall(SYS_recvfrom, fd, b, n, f, a, l))
-BOOT(ssize_t, sendto,
-     (int fd, const void *b, size_t n, int f, const struct sockaddr *a, socklen_t l),
-     (fd, b, n, f, a, l), syscall(SYS_sendto, fd, b, n, f, a, l))
-BOOT(ssize_t, recvmsg, (int fd, struct msghdr *m, int f), (fd, m, f),
-     syscall(SYS_recvmsg, fd, m, f))
-BOOT(ssize_t, sendmsg, (int fd, const struct msghdr *m, int f), (fd, m, f),
-     syscall(SYS_sendmsg, fd, m, f))
-BOOT(int, poll, (struct pollfd *p, nfds_t n, int t), (p, n, t), raw_poll(p, n, t))
-BOOT(int, ppoll, (struct pollfd *p, nfds_t n, const struct timespec *t, const sigset_t *s),
-     (p, n, t, s), syscall(SYS_ppoll, p, n, t, s, _NSIG / 8))
-BOOT(int, select, (int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t),
-     (n, r, w, e, t), syscall(SYS_select, n, r, w, e, t))
-BOOT(int, pselect,
-     (int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t, const sigset_t *s),
-     (n, r, w, e, t, s), (errno = ENOSYS, -1))
-BOOT(int, connect, (int fd, const struct sockaddr *a, socklen_t l), (fd, a, l),
-     syscall(SYS_connect, fd, a, l))
-BOOT(int, socket, (int d, int t, int p), (d, t, p), syscall(SYS_socket, d, t, p))
-BOOT(int, accept, (int fd, struct sockaddr *a, socklen_t *l), (fd, a, l),
-     syscall(SYS_accept, fd, a, l))
-BOOT(int, accept4, (int fd, struct sockaddr *a, socklen_t *l, int f), (fd, a, l, f),
-     syscall(SYS_accept4, fd, a, l, f))
-BOOT(int, getsockopt, (int fd, int lv, int nm, void *v, socklen_t *l), (fd, lv, nm, v, l),
-     syscall(SYS_getsockopt, fd, lv, nm, v, l))
-BOOT(int, close, (int fd), (fd), syscall(SYS_close, fd))
-BOOT(int, close_range, (unsigned a, unsigned b, int f), (a, b, f),
-     syscall(SYS_close_range, a, b, f))
-BOOT(int, dup, (int fd), (fd), syscall(SYS_dup, fd))
-BOOT(int, dup2, (int a, int b), (a, b), syscall(SYS_dup2, a, b))
-BOOT(int, dup3, (int a, int b, int f), (a, b, f), syscall(SYS_dup3, a, b, f))
-BOOT(int, fclose, (FILE *f), (f), (errno = EAGAIN, EOF))
+ENTRY(ssize_t, read, (int fd, void *b, size_t n), (fd, b, n), syscall(SYS_read, fd, b, n))
+ENTRY(ssize_t, write, (int fd, const void *b, size_t n), (fd, b, n),
+      syscall(SYS_write, fd, b, n))
+ENTRY(ssize_t, readv, (int fd, const struct iovec *v, int n), (fd, v, n),
+      syscall(SYS_readv, fd, v, n))
+ENTRY(ssize_t, writev, (int fd, const struct iovec *v, int n), (fd, v, n),
+      syscall(SYS_writev, fd, v, n))
+ENTRY(ssize_t, recv, (int fd, void *b, size_t n, int f), (fd, b, n, f),
+      syscall(SYS_recvfrom, fd, b, n, f, NULL, NULL))
+ENTRY(ssize_t, send, (int fd, const void *b, size_t n, int f), (fd, b, n, f),
+      syscall(SYS_sendto, fd, b, n, f, NULL, 0))
+ENTRY(ssize_t, recvfrom,
+      (int fd, void *b, size_t n, int f, struct sockaddr *a, socklen_t *l),
+      (fd, b, n, f, a, l), syscall(SYS_recvfrom, fd, b, n, f, a, l))
+ENTRY(ssize_t, sendto,
+      (int fd, const void *b, size_t n, int f, const struct sockaddr *a, socklen_t l),
+      (fd, b, n, f, a, l), syscall(SYS_sendto, fd, b, n, f, a, l))
+ENTRY(ssize_t, recvmsg, (int fd, struct msghdr *m, int f), (fd, m, f),
+      syscall(SYS_recvmsg, fd, m, f))
+ENTRY(ssize_t, sendmsg, (int fd, const struct msghdr *m, int f), (fd, m, f),
+      syscall(SYS_sendmsg, fd, m, f))
+ENTRY(int, poll, (struct pollfd *p, nfds_t n, int t), (p, n, t), sys_poll(p, n, t))
+ENTRY(int, ppoll, (struct pollfd *p, nfds_t n, const struct timespec *t, const sigset_t *s),
+      (p, n, t, s), syscall(SYS_ppoll, p, n, t, s, _NSIG / 8))
+ENTRY(int, select, (int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t),
+      (n, r, w, e, t), syscall(SYS_select, n, r, w, e, t))
+ENTRY(int, pselect,
+      (int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t, const sigset_t *s),
+      (n, r, w, e, t, s), sys_pselect(n, r, w, e, t, s))
+ENTRY(int, connect, (int fd, const struct sockaddr *a, socklen_t l), (fd, a, l),
+      syscall(SYS_connect, fd, a, l))
+ENTRY(int, socket, (int d, int t, int p), (d, t, p), syscall(SYS_socket, d, t, p))
+ENTRY(int, accept, (int fd, struct sockaddr *a, socklen_t *l), (fd, a, l),
+      syscall(SYS_accept, fd, a, l))
+ENTRY(int, accept4, (int fd, struct sockaddr *a, socklen_t *l, int f), (fd, a, l, f),
+      syscall(SYS_accept4, fd, a, l, f))
+ENTRY(int, getsockopt, (int fd, int lv, int nm, void *v, socklen_t *l), (fd, lv, nm, v, l),
+      syscall(SYS_getsockopt, fd, lv, nm, v, l))
+ENTRY(int, close, (int fd), (fd), syscall(SYS_close, fd))
+ENTRY(int, close_range, (unsigned a, unsigned b, int f), (a, b, f),
+      syscall(SYS_close_range, a, b, f))
+ENTRY(int, dup, (int fd), (fd), syscall(SYS_dup, fd))
+ENTRY(int, dup2, (int a, int b), (a, b), syscall(SYS_dup2, a, b))
+ENTRY(int, dup3, (int a, int b, int f), (a, b, f), syscall(SYS_dup3, a, b, f))
+/* No system call closes a FILE: until bound, fclose fails and the FILE stays open. */
+ENTRY(int, fclose, (FILE *f), (f), ((void)f, errno = ENOSYS, EOF))
+ENTRY(void *, dlopen, (const char *file, int flags), (file, flags),
+      ((void)file, (void)flags, NULL))
 
 /* fcntl and ioctl are variadic; their third argument is an int or a pointer, which the
  * x86-64 and aarch64 ABIs pass in the same register, so forwarding it as a pointer works
  * (socket_wrapper and libfaketime do the same). */
-#define VBOOT(name, type2, sysno)                                                           \
+#define VENTRY(name, type2, sysno)                                                          \
+	static int raw_##name(int fd, type2 req, ...)                                       \
+	{                                                                                   \
+		va_list ap;                                                                 \
+		void *arg;                                                                  \
+                                                                                            \
+		va_start(ap, req);                                                          \
+		arg = va_arg(ap, void *);                                                   \
+		va_end(ap);                                                                 \
+		return (int)syscall(sysno, fd, req, arg);                                   \
+	}                                                                                   \
 	static int boot_##name(int fd, type2 req, ...)                                      \
 	{                                                                                   \
 		va_list ap;                                                                 \
@@ -100,9 +134,9 @@ BOOT(int, fclose, (FILE *f), (f), (errno = EAGAIN, EOF))
 		return (int)syscall(sysno, fd, req, arg);                                   \
 	}
 
-VBOOT(fcntl, int, SYS_fcntl)
-VBOOT(fcntl64, int, SYS_fcntl)
-VBOOT(ioctl, unsigned long, SYS_ioctl)
+VENTRY(fcntl, int, SYS_fcntl)
+VENTRY(fcntl64, int, SYS_fcntl)
+VENTRY(ioctl, unsigned long, SYS_ioctl)
 
 struct tb_real tb_real = {
 	.read = boot_read, .write = boot_write, .readv = boot_readv, .writev = boot_writev,
@@ -113,28 +147,49 @@ struct tb_real tb_real = {
 	.accept = boot_accept, .accept4 = boot_accept4, .getsockopt = boot_getsockopt,
 	.close = boot_close, .close_range = boot_close_range, .dup = boot_dup,
 	.dup2 = boot_dup2, .dup3 = boot_dup3, .fcntl = boot_fcntl, .fcntl64 = boot_fcntl64,
-	.ioctl = boot_ioctl, .fclose = boot_fclose,
+	.ioctl = boot_ioctl, .fclose = boot_fclose, .dlopen = boot_dlopen,
 };
 
-static void bind_one(void **slot, const char *name, void *self)
+/* Says once, by a raw write (nothing else is bound yet), that a name fell back. */
+static void say_self(const char *name)
 {
-	void *p = dlsym(RTLD_NEXT, name);
+	static const char head[] = "timebox: ", tail[] = " resolves to timebox itself; "
+						  "calling the system call directly\n";
+	static int said;
 
-	if (p == NULL)
-		return; /* keep the boot stub (e.g. close_range on an old libc: raw syscall) */
-	if (p == self) {
-		static const char msg[] = "timebox: libc symbol resolves to timebox itself "
-					  "(library loaded twice?); aborting\n";
-		syscall(SYS_write, 2, msg, sizeof(msg) - 1);
-		abort();
-	}
-	*slot = p;
+	if (said++)
+		return;
+	syscall(SYS_write, 2, head, sizeof(head) - 1);
+	syscall(SYS_write, 2, name, strlen(name));
+	syscall(SYS_write, 2, tail, sizeof(tail) - 1);
 }
 
-#define BIND(name) bind_one((void **)&tb_real.name, #name, (void *)(name))
+/*
+ * Binds *slot to the next definition of `name` after timebox, or to `fallback` (the system
+ * call) when there is none or when it lies inside timebox itself (`self`, our load base):
+ * forwarding there would recurse. The check asks the loader which object holds the
+ * resolved address: comparing with `&name` as seen from here would be wrong in a library
+ * loaded by dlopen, where `name` means libc's function and so equals the right answer.
+ */
+static void bind_one(void **slot, const char *name, void *fallback, const void *self)
+{
+	void *p = dlsym(RTLD_NEXT, name);
+	Dl_info where;
+
+	if (p != NULL && dladdr(p, &where) != 0 && where.dli_fbase == self) {
+		say_self(name);
+		p = NULL;
+	}
+	*slot = p != NULL ? p : fallback;
+}
+
+#define BIND(name) bind_one((void **)&tb_real.name, #name, (void *)raw_##name, self)
 
 static void bind_all(void)
 {
+	Dl_info here;
+	const void *self = dladdr((void *)&tb_real, &here) != 0 ? here.dli_fbase : NULL;
+
 	BIND(read);
 	BIND(write);
 	BIND(readv);
@@ -163,8 +218,9 @@ static void bind_all(void)
 	BIND(fcntl64);
 	BIND(ioctl);
 	BIND(fclose);
+	BIND(dlopen);
 	/* glibc before 2.28 has no fcntl64: forward both names to fcntl. */
-	if (tb_real.fcntl64 == boot_fcntl64)
+	if (tb_real.fcntl64 == raw_fcntl64)
 		tb_real.fcntl64 = tb_real.fcntl;
 }
 

@@ -1,5 +1,6 @@
 /* real.h - the table of libc functions that the hooks forward to, bound once with
- * dlsym(RTLD_NEXT). Until bound, each entry points at a boot stub that binds then forwards. */
+ * dlsym(RTLD_NEXT). Until bound, each entry points at a boot stub that binds then forwards;
+ * a name libc lacks is bound to its system call made directly. */
 #ifndef TB_REAL_H
 #define TB_REAL_H
 
@@ -41,15 +42,26 @@ struct tb_real {
 	int (*fcntl64)(int, int, ...);
 	int (*ioctl)(int, unsigned long, ...);
 	int (*fclose)(FILE *);
+	void *(*dlopen)(const char *, int);
 };
+
+/*
+ * timebox's own fds (the log file, shared-gate slot locks, a socket moved out of the way)
+ * are duplicated to numbers >= TB_INTERNAL_FD_MIN with F_DUPFD_CLOEXEC and marked
+ * internal: programs hand out low numbers and some (select users) break above 1024, so
+ * ours sit in between, out of both ways.
+ */
+#define TB_INTERNAL_FD_MIN 512
 
 extern struct tb_real tb_real;
 
 /*
  * Binds every entry (idempotent, thread-safe). Returns 0, or -1 when called recursively
  * from inside the binding itself (dlsym may allocate, and an allocator may do I/O): the
- * caller then uses the raw system call. Aborts when a name resolves to timebox itself
- * (the library was loaded twice), since forwarding would recurse forever.
+ * caller then uses the raw system call. A name that libc lacks (close_range before glibc
+ * 2.34), or that resolves into timebox itself, is bound to a function making the system
+ * call directly (ENOSYS where there is none), never to a boot stub or to ourselves: either
+ * would forward to itself forever. Never aborts the host.
  */
 int tb_real_bind(void);
 
