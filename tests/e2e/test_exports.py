@@ -9,7 +9,7 @@ HOOKS = {
     "sendmsg", "poll", "ppoll", "select", "pselect", "connect", "socket", "accept",
     "accept4", "getsockopt", "close", "close_range", "dup", "dup2", "dup3", "fcntl",
     "fcntl64", "ioctl", "fclose", "__read_chk", "__recv_chk", "__recvfrom_chk",
-    "__poll_chk", "__ppoll_chk",
+    "__poll_chk", "__ppoll_chk", "dlopen",
 }
 # Name resolution hooks that teach hostname rules which addresses a name stands for.
 RESOLVE = {"getaddrinfo", "gethostbyname", "gethostbyname2", "gethostbyname_r",
