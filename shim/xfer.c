@@ -89,9 +89,9 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
 		int64_t start, deadline;
 		int step = tb_budget_step(tb_budget_here(), set, &s->dest, now, &start, &deadline);
 
+		tb_sock_set_call(s, start, deadline); /* refused: the call that expired */
 		if (step != TB_STEP_GO)
 			return tb_xfer_refuse(s, fd, step, now);
-		tb_sock_set_call(s, start, deadline);
 	}
 	if (!blocking)
 		return 0;
