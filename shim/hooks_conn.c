@@ -169,18 +169,36 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len)
 	return connect_marked(s, fd, sa, len, saved);
 }
 
+/* Is s still the socket fd names? A slot may outlive a close the hooks never saw (glibc's
+ * fclose, a raw syscall) and the number now name a new socket; the inode tells. */
+static bool same_socket(struct tb_sock *s, int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	       (uint64_t)st.st_ino == atomic_load_explicit(&s->ino, memory_order_relaxed);
+}
+
 TB_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	struct tb_sock *s;
+	int saved = errno;
 
 	tb_init();
 	s = tb_fd_sock(fd);
 	if (s != NULL) {
 		uint32_t st = TB_ST(tb_sock_word(s));
 
-		if (st == TB_ST_CONNECTING || st == TB_ST_EXPIRED)
-			return connect_marked(s, fd, sa, len, errno);
-		forget_stale(fd); /* an OPEN socket connecting again was closed unseen */
+		if (same_socket(s, fd)) {
+			errno = saved;
+			if (st == TB_ST_CONNECTING || st == TB_ST_EXPIRED)
+				return connect_marked(s, fd, sa, len, saved);
+			/* Connecting an established socket again ("expect EISCONN"): the
+			 * kernel answers; its state and its gate slot are untouched. */
+			return tb_real.connect(fd, sa, len);
+		}
+		forget_stale(fd);
+		errno = saved;
 	}
 	return connect_governed(fd, sa, len);
 }
