@@ -249,10 +249,15 @@ TB_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		return 0;
 	}
 	r = tb_real.getsockopt(fd, level, name, val, len);
-	if (r == 0 && val != NULL && *(int *)val != 0 &&
-	    TB_ST(tb_sock_word(s)) == TB_ST_CONNECTING) {
+	if (r != 0 || val == NULL || TB_ST(tb_sock_word(s)) != TB_ST_CONNECTING)
+		return r;
+	if (*(int *)val != 0) {
 		tb_sock_release_slot(s); /* a non-blocking connect that failed */
 		tb_budget_on_failure(tb_budget_here(), atomic_load(&s->set));
+	} else {
+		/* 0 is also what a connect still under way says: ask the kernel. */
+		tb_xfer_confirm_open(s, fd);
+		errno = saved;
 	}
 	return r;
 }

@@ -27,6 +27,19 @@ int tb_xfer_timed_out(struct tb_sock *s)
 	return -1;
 }
 
+void tb_xfer_confirm_open(struct tb_sock *s, int fd)
+{
+	struct sockaddr_storage peer;
+	socklen_t len = sizeof(peer);
+	int saved = errno;
+
+	if (TB_ST(tb_sock_word(s)) != TB_ST_CONNECTING)
+		return;
+	if (getpeername(fd, (struct sockaddr *)&peer, &len) == 0)
+		tb_sock_set_open(s);
+	errno = saved;
+}
+
 int tb_xfer_refuse(struct tb_sock *s, int fd, int step, int64_t now)
 {
 	uint32_t w = tb_sock_word(s);

@@ -45,4 +45,9 @@ int tb_xfer_timed_out(struct tb_sock *s);
  * marks the socket expired for the deadline and shuts it down. Returns -1, errno set. */
 int tb_xfer_refuse(struct tb_sock *s, int fd, int step, int64_t now);
 
+/* A CONNECTING socket whose handshake the kernel reports done (getpeername succeeds: SO_ERROR
+ * and a select result cannot tell a connected socket from one still connecting or failed)
+ * becomes OPEN. One system call, made only while the socket is CONNECTING. errno kept. */
+void tb_xfer_confirm_open(struct tb_sock *s, int fd);
+
 #endif
