@@ -38,7 +38,8 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
  */
 ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r);
 
-/* -1 with the timeout errno, telling the thread's budget once. For every hook. */
+/* -1 with the timeout errno, telling the thread's budget once. For every hook. With
+ * on_timeout=eagain the first report on a socket is EAGAIN, every later one ETIMEDOUT. */
 int tb_xfer_timed_out(struct tb_sock *s);
 
 /* Fails a step that the thread's budget refused (deadline spent, retry window): logs it,
