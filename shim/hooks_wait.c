@@ -12,6 +12,7 @@
 #include "hooks.h"
 #include "real.h"
 #include "sock.h"
+#include "waits.h"
 #include "xfer.h"
 
 extern void __chk_fail(void) __attribute__((noreturn));
@@ -25,12 +26,16 @@ int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *ts,
 
 struct waitset {
 	int n;
+	bool entered;      /* a group is open in the thread's record of waits (waits.h) */
+	unsigned base;
+	uintptr_t sp;      /* the hook's frame address */
 	struct {
 		struct tb_sock *s;
 		int fd;
 		int index; /* in the pollfd array; -1 for select */
 		uint32_t gen;
 		bool rd, wr;
+		short rec[2]; /* each side's entry in the record, -1 none */
 	} e[WAITSET_MAX];
 };
 
@@ -59,6 +64,11 @@ static void mark(struct waitset *ws, struct tb_sock *s, int fd, int index, bool 
 	}
 	if ((!rd && !wr) || ws->n == WAITSET_MAX)
 		return;
+	if (!ws->entered) {
+		/* Before any wait_begin: abandoned waits must not hold their counts. */
+		ws->base = tb_waits_enter(ws->sp);
+		ws->entered = true;
+	}
 	k = ws->n++;
 	ws->e[k].s = s;
 	ws->e[k].fd = fd;
@@ -71,12 +81,15 @@ static void mark(struct waitset *ws, struct tb_sock *s, int fd, int index, bool 
 
 		if (!(side == TB_RD ? rd : wr))
 			continue;
+		ws->e[k].rec[side] = -1;
 		e = tb_sock_wait_begin(s, (enum tb_side)side, fd, now);
 		if (e.at > now) {
 			if (side == TB_RD)
 				ws->e[k].rd = true;
 			else
 				ws->e[k].wr = true;
+			ws->e[k].rec[side] = (short)tb_waits_add(s, (enum tb_side)side,
+								 TB_ST_GEN(w), ws->sp);
 			continue;
 		}
 		tb_sock_wait_end(s, (enum tb_side)side, now, false, TB_ST_GEN(w));
@@ -114,13 +127,15 @@ static void unmark(struct waitset *ws, const struct pollfd *fds, int64_t now)
 	for (int k = 0; k < ws->n; k++) {
 		struct tb_sock *s = ws->e[k].s;
 
-		if (ws->e[k].rd)
+		if (ws->e[k].rd && tb_waits_take(ws->e[k].rec[TB_RD], s, TB_RD))
 			tb_sock_wait_end(s, TB_RD, now, false, ws->e[k].gen);
-		if (ws->e[k].wr)
+		if (ws->e[k].wr && tb_waits_take(ws->e[k].rec[TB_WR], s, TB_WR))
 			tb_sock_wait_end(s, TB_WR, now, false, ws->e[k].gen);
 		if (fds != NULL && ws->e[k].index >= 0)
 			note_connected(s, fds[ws->e[k].index].revents);
 	}
+	if (ws->entered)
+		tb_waits_leave(ws->base);
 }
 
 static int poll_common(struct pollfd *fds, nfds_t nfds, const struct timespec *ts,
@@ -133,6 +148,8 @@ static int poll_common(struct pollfd *fds, nfds_t nfds, const struct timespec *t
 	int r, err, saved = errno;
 
 	ws.n = 0;
+	ws.entered = false;
+	ws.sp = (uintptr_t)__builtin_frame_address(0);
 	if (waits && atomic_load_explicit(&tb_fd_hiwater, memory_order_relaxed) >= 0) {
 		for (nfds_t i = 0; i < nfds; i++) {
 			struct tb_sock *s = tb_fd_sock(fds[i].fd);
@@ -251,6 +268,8 @@ TB_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeva
 	int r, err, saved = errno;
 
 	ws.n = 0;
+	ws.entered = false;
+	ws.sp = (uintptr_t)__builtin_frame_address(0);
 	if (tv == NULL || tv->tv_sec != 0 || tv->tv_usec != 0)
 		mark_sets(&ws, nfds, rd, wr);
 	if (ws.n == 0) {
@@ -274,6 +293,8 @@ TB_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct
 	int r, err, saved = errno;
 
 	ws.n = 0;
+	ws.entered = false;
+	ws.sp = (uintptr_t)__builtin_frame_address(0);
 	if (ts == NULL || ts->tv_sec != 0 || ts->tv_nsec != 0)
 		mark_sets(&ws, nfds, rd, wr);
 	if (ws.n == 0) {

@@ -14,6 +14,7 @@
 #include "init.h"
 #include "log.h"
 #include "real.h"
+#include "waits.h"
 
 /*
  * Reports the socket's expiry to the calling thread: -1 and errno. With on_timeout=eagain
@@ -91,6 +92,7 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
 	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
 	bool blocking;
 	int64_t now, unused;
+	uintptr_t sp;
 	struct tb_expiry e;
 
 	x->s = s;
@@ -122,8 +124,12 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
 	}
 	if (!blocking)
 		return 0;
+	/* Before wait_begin: an abandoned wait on this socket must not hold its count. */
+	sp = (uintptr_t)__builtin_frame_address(0);
+	x->rec_base = tb_waits_enter(sp);
 	e = tb_sock_wait_begin(s, side, fd, now);
 	if (TB_LIKELY(e.at > now)) {
+		x->rec = tb_waits_add(s, side, x->gen, sp);
 		x->waited = true;
 		return 0;
 	}
@@ -143,6 +149,11 @@ ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r)
 	const struct tb_settings *set;
 	int err = errno;
 
+	if (x->waited) {
+		/* Unless the wait was ended for us (a nested handler judged it abandoned). */
+		x->waited = tb_waits_take(x->rec, x->s, x->side);
+		tb_waits_leave(x->rec_base);
+	}
 	if (s != NULL && TB_ST_GEN(tb_sock_word(s)) != x->gen)
 		s = NULL; /* closed (and perhaps reused) while we were in the call */
 	if (s == NULL) {

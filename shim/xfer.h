@@ -15,6 +15,8 @@ struct tb_xfer {
 	enum tb_side side;
 	uint32_t gen;      /* the socket's generation at begin: it may be closed under us */
 	bool waited;
+	int rec;           /* the wait's entry in the thread's record (waits.h), -1 none */
+	unsigned rec_base;
 	bool sigpipe;      /* the program's send would raise SIGPIPE (no MSG_NOSIGNAL of its own) */
 	int saved_errno;
 };
