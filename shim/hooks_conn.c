@@ -95,7 +95,7 @@ static int connect_marked(struct tb_sock *s, int fd, const struct sockaddr *sa, 
 	if (blocking) {
 		bool mine = tb_waits_take(rec, s, TB_WR);
 
-		tb_waits_leave(base);
+		tb_waits_leave(base, rec >= 0);
 		if (mine)
 			tb_sock_wait_end(s, TB_WR, tb_now(), false, gen);
 	}

@@ -76,12 +76,13 @@ static void mark(struct waitset *ws, struct tb_sock *s, int fd, int index, bool 
 	ws->e[k].gen = TB_ST_GEN(w);
 	ws->e[k].rd = false;
 	ws->e[k].wr = false;
+	ws->e[k].rec[TB_RD] = -1;
+	ws->e[k].rec[TB_WR] = -1;
 	for (int side = TB_RD; side <= TB_WR; side++) {
 		struct tb_expiry e;
 
 		if (!(side == TB_RD ? rd : wr))
 			continue;
-		ws->e[k].rec[side] = -1;
 		e = tb_sock_wait_begin(s, (enum tb_side)side, fd, now);
 		if (e.at > now) {
 			if (side == TB_RD)
@@ -124,9 +125,12 @@ static void note_polled(const struct pollfd *fds, nfds_t nfds)
 
 static void unmark(struct waitset *ws, const struct pollfd *fds, int64_t now)
 {
+	int added = 0;
+
 	for (int k = 0; k < ws->n; k++) {
 		struct tb_sock *s = ws->e[k].s;
 
+		added += (ws->e[k].rec[TB_RD] >= 0) + (ws->e[k].rec[TB_WR] >= 0);
 		if (ws->e[k].rd && tb_waits_take(ws->e[k].rec[TB_RD], s, TB_RD))
 			tb_sock_wait_end(s, TB_RD, now, false, ws->e[k].gen);
 		if (ws->e[k].wr && tb_waits_take(ws->e[k].rec[TB_WR], s, TB_WR))
@@ -135,7 +139,7 @@ static void unmark(struct waitset *ws, const struct pollfd *fds, int64_t now)
 			note_connected(s, fds[ws->e[k].index].revents);
 	}
 	if (ws->entered)
-		tb_waits_leave(ws->base);
+		tb_waits_leave(ws->base, (unsigned)added);
 }
 
 static int poll_common(struct pollfd *fds, nfds_t nfds, const struct timespec *ts,

@@ -152,7 +152,7 @@ ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r)
 	if (x->waited) {
 		/* Unless the wait was ended for us (a nested handler judged it abandoned). */
 		x->waited = tb_waits_take(x->rec, x->s, x->side);
-		tb_waits_leave(x->rec_base);
+		tb_waits_leave(x->rec_base, x->rec >= 0);
 	}
 	if (s != NULL && TB_ST_GEN(tb_sock_word(s)) != x->gen)
 		s = NULL; /* closed (and perhaps reused) while we were in the call */
