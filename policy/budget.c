@@ -2,12 +2,31 @@
  * See budget.h for the state machine; this file only moves between its states. */
 #include "budget.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 /* now + len, saturated at TB_NEVER: "2562047h" is a valid duration and means "never". */
 static int64_t add_sat(int64_t now, int64_t len)
 {
 	return len >= TB_NEVER - now ? TB_NEVER : now + len;
+}
+
+/* A handler that interrupts an update on the same thread runs to completion before the
+ * update resumes: so the nested one, not the interrupted one, must keep its hands off.
+ * The signal fences keep the compiler from moving the budget's stores across the flag. */
+static bool enter(struct tb_budget *b)
+{
+	if (b->busy)
+		return false;
+	b->busy = 1;
+	atomic_signal_fence(memory_order_seq_cst);
+	return true;
+}
+
+static void leave(struct tb_budget *b)
+{
+	atomic_signal_fence(memory_order_seq_cst);
+	b->busy = 0;
 }
 
 static void close_call(struct tb_budget *b)
@@ -24,37 +43,57 @@ void tb_budget_open_process(struct tb_budget *b, const struct tb_settings *s, in
 	b->deadline = s->deadline_ns > 0 ? add_sat(now, s->deadline_ns) : TB_NEVER;
 }
 
+static int step_locked(struct tb_budget *b, const struct tb_settings *s,
+		       const struct tb_dest *d, int64_t now, int64_t *start, int64_t *deadline);
+static void expired_locked(struct tb_budget *b, const struct tb_settings *s,
+			   const struct tb_dest *d, enum tb_phase phase, int64_t call_deadline);
+
 int tb_budget_step(struct tb_budget *b, const struct tb_settings *s, const struct tb_dest *d,
 		   int64_t now, int64_t *start, int64_t *deadline)
 {
+	int rc;
+
+	*start = now;
+	*deadline = TB_NEVER;
+	if (s->deadline_ns <= 0)
+		return TB_STEP_GO;
+	if (s->scope == TB_SCOPE_PROCESS) {
+		/* Read-only: b->start was fixed before any thread could step. */
+		*start = b->start;
+		*deadline = add_sat(b->start, s->deadline_ns);
+		return now < *deadline ? TB_STEP_GO : TB_STEP_EXPIRED;
+	}
+	if (!enter(b))
+		return TB_STEP_GO;
+	rc = step_locked(b, s, d, now, start, deadline);
+	leave(b);
+	return rc;
+}
+
+static int step_locked(struct tb_budget *b, const struct tb_settings *s,
+		       const struct tb_dest *d, int64_t now, int64_t *start, int64_t *deadline)
+{
 	bool expired_now = false;
 
-	if (s->deadline_ns <= 0) {
-		*start = now;
-		*deadline = TB_NEVER;
-		return TB_STEP_GO;
-	}
-	if (s->scope == TB_SCOPE_PROCESS) {
-		*start = b->start;
-		*deadline = b->deadline;
-		return now < b->deadline ? TB_STEP_GO : TB_STEP_EXPIRED;
-	}
 	if (b->open && b->saw_response)
 		close_call(b); /* the previous call was answered: this is the next one */
 	if (b->open && now >= b->deadline) {
 		if (b->failed) {
 			/* A retry after the deadline passed during the program's back-off: the
 			 * thread learns it now, as if a wait had been cut at the deadline. */
-			tb_budget_on_expired(b, s, &b->dest, TB_PHASE_DEADLINE, b->deadline);
 			expired_now = true;
+			expired_locked(b, s, &b->dest, TB_PHASE_DEADLINE, b->deadline);
 		} else {
 			close_call(b); /* nothing failed: the program was elsewhere; a new call */
 		}
 	}
 	if (!b->open) {
 		if (b->fastfail_until != 0 && now < b->fastfail_until &&
-		    tb_dest_equal(d, &b->fastfail_dest))
+		    tb_dest_equal(d, &b->fastfail_dest)) {
+			*start = b->fastfail_start;
+			*deadline = b->fastfail_deadline;
 			return expired_now ? TB_STEP_EXPIRED : TB_STEP_RETRY_WINDOW;
+		}
 		b->open = true;
 		b->saw_response = false;
 		b->failed = false;
@@ -69,38 +108,61 @@ int tb_budget_step(struct tb_budget *b, const struct tb_settings *s, const struc
 
 void tb_budget_on_response(struct tb_budget *b, const struct tb_settings *s)
 {
-	if (s->scope == TB_SCOPE_CALL && b->open)
+	/* The hot path: one test, and the store only once per call. */
+	if (s->scope == TB_SCOPE_CALL && b->open && !b->saw_response && enter(b)) {
 		b->saw_response = true;
+		leave(b);
+	}
+}
+
+static void failure_locked(struct tb_budget *b)
+{
+	b->saw_response = false;
+	b->failed = b->open;
 }
 
 void tb_budget_on_failure(struct tb_budget *b, const struct tb_settings *s)
 {
-	if (s->scope == TB_SCOPE_CALL) {
-		b->saw_response = false;
-		b->failed = b->open;
+	if (s->scope == TB_SCOPE_CALL && enter(b)) {
+		failure_locked(b);
+		leave(b);
 	}
 }
 
 void tb_budget_on_close(struct tb_budget *b, const struct tb_settings *s)
 {
-	if (s->scope == TB_SCOPE_CALL && b->open && b->saw_response)
+	if (s->scope == TB_SCOPE_CALL && b->open && b->saw_response && enter(b)) {
 		close_call(b);
+		leave(b);
+	}
 }
 
-void tb_budget_on_expired(struct tb_budget *b, const struct tb_settings *s,
-			  const struct tb_dest *d, enum tb_phase phase, int64_t call_deadline)
+static void expired_locked(struct tb_budget *b, const struct tb_settings *s,
+			   const struct tb_dest *d, enum tb_phase phase, int64_t call_deadline)
 {
 	int64_t window;
 
-	if (s->scope != TB_SCOPE_CALL || phase != TB_PHASE_DEADLINE) {
-		tb_budget_on_failure(b, s);
+	if (phase != TB_PHASE_DEADLINE) {
+		failure_locked(b);
 		return;
 	}
 	window = tb_settings_retry_window(s);
 	b->fastfail_dest = *d;
 	b->fastfail_until = window > 0 && call_deadline < TB_NEVER ?
 				    add_sat(call_deadline, window) : 0;
+	b->fastfail_deadline = call_deadline;
+	b->fastfail_start = call_deadline < TB_NEVER ? call_deadline - s->deadline_ns
+						     : b->start;
 	close_call(b);
+}
+
+void tb_budget_on_expired(struct tb_budget *b, const struct tb_settings *s,
+			  const struct tb_dest *d, enum tb_phase phase, int64_t call_deadline)
+{
+	if (s->scope == TB_SCOPE_CALL && enter(b)) {
+		expired_locked(b, s, d, phase, call_deadline);
+		leave(b);
+	}
 }
 
 int64_t tb_budget_remaining(const struct tb_budget *b, int64_t now)

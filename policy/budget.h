@@ -23,6 +23,15 @@
  * the program spent elsewhere.
  *
  * scope=process: one budget opened at start-up (tb_budget_open_process) that never closes.
+ * Each socket's call deadline is the process's start plus the deadline of the settings that
+ * govern it (a rule's own deadline, or the defaults'), which is what `timebox check
+ * --explain` shows.
+ *
+ * Signal handlers: a thread's budget may be used by a handler that interrupted the same
+ * thread in the middle of an update. `busy` marks an update under way; a nested update sees
+ * it and leaves the budget alone (a step goes ahead without a deadline, an event is
+ * dropped), so the interrupted update finishes on consistent state. Only the thread that
+ * owns the budget writes it (scope=process steps only read it).
  */
 struct tb_budget {
 	bool open;
@@ -33,6 +42,9 @@ struct tb_budget {
 	struct tb_dest dest;  /* where the call began */
 	struct tb_dest fastfail_dest;
 	int64_t fastfail_until; /* attempts to fastfail_dest fail until then (0: none) */
+	int64_t fastfail_start;    /* the expired call that set the window: its start */
+	int64_t fastfail_deadline; /* ... and its deadline (for the log) */
+	unsigned char busy;   /* an update is under way on this thread (see above) */
 };
 
 /* Opens the process-wide budget at `now` (scope=process). */
@@ -47,7 +59,14 @@ enum tb_step {
 /*
  * A governed operation begins a step of a call (connect, or a send) towards `d`.
  * Returns TB_STEP_GO and stores the call's start and deadline (TB_NEVER when there is none);
- * otherwise the attempt must fail at once, sending nothing (see enum tb_step).
+ * otherwise the attempt must fail at once, sending nothing (see enum tb_step), and *start
+ * and *deadline are those of the call whose deadline expired (what the log line reports:
+ * elapsed = now - *start, limit = *deadline - *start). They are set on every return.
+ * scope=process: the call is the process, started at tb_budget_open_process's `now`, and
+ * its deadline is that start plus s->deadline_ns (s: the socket's own settings).
+ * A step nested in an update under way (a signal handler) goes ahead without a deadline.
+ * @unittest test_budget.c: test_expired_step_reports_its_call, test_scope_process_rule_deadline,
+ * test_nested_update_leaves_budget_alone
  */
 int tb_budget_step(struct tb_budget *b, const struct tb_settings *s, const struct tb_dest *d,
 		   int64_t now, int64_t *start, int64_t *deadline);

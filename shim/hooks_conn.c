@@ -15,6 +15,7 @@
 #include "log.h"
 #include "real.h"
 #include "sock.h"
+#include "waits.h"
 #include "xfer.h"
 
 /* A slot still set for a new fd means its previous socket was closed where we could not
@@ -61,21 +62,24 @@ static const struct tb_settings *governable(int fd, const struct sockaddr *sa, s
 
 /*
  * The real connect on a governed socket, marked as a wait when it blocks so the watchdog can
- * cut the handshake. `saved` is the caller's errno, given back on success.
+ * cut the handshake. `saved` is the caller's errno, given back on success. `sp` is the frame
+ * address of the exported hook (the thread's record of waits, waits.h).
  */
 static int connect_marked(struct tb_sock *s, int fd, const struct sockaddr *sa, socklen_t len,
-			  int saved)
+			  int saved, uintptr_t sp)
 {
 	bool blocking = !atomic_load_explicit(&s->nonblock, memory_order_relaxed);
 	uint32_t gen = TB_ST_GEN(tb_sock_word(s));
 	int64_t now, unused;
 	struct tb_expiry e;
-	int r, err;
+	unsigned base = 0;
+	int r, err, rec = -1;
 
 	if (TB_ST(tb_sock_word(s)) == TB_ST_EXPIRED)
 		return tb_xfer_timed_out(s);
 	if (blocking) {
 		now = tb_now();
+		base = tb_waits_enter(sp);
 		e = tb_sock_wait_begin(s, TB_WR, fd, now);
 		if (e.at <= now) {
 			tb_sock_wait_end(s, TB_WR, now, false, gen);
@@ -83,12 +87,18 @@ static int connect_marked(struct tb_sock *s, int fd, const struct sockaddr *sa, 
 				       now, &unused);
 			return tb_xfer_timed_out(s);
 		}
+		rec = tb_waits_add(s, TB_WR, gen, sp);
 	}
 	errno = saved;
 	r = tb_real.connect(fd, sa, len);
 	err = errno;
-	if (blocking)
-		tb_sock_wait_end(s, TB_WR, tb_now(), false, gen);
+	if (blocking) {
+		bool mine = tb_waits_take(rec, s, TB_WR);
+
+		tb_waits_leave(base, rec >= 0);
+		if (mine)
+			tb_sock_wait_end(s, TB_WR, tb_now(), false, gen);
+	}
 	if (TB_ST(tb_sock_word(s)) == TB_ST_EXPIRED) {
 		if (TB_ST_PHASE(tb_sock_word(s)) == TB_PHASE_CONNECT ||
 		    TB_ST_PHASE(tb_sock_word(s)) == TB_PHASE_DEADLINE)
@@ -105,7 +115,7 @@ static int connect_marked(struct tb_sock *s, int fd, const struct sockaddr *sa, 
 	return r;
 }
 
-static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len)
+static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len, uintptr_t sp)
 {
 	struct tb_dest d;
 	uint64_t ino;
@@ -166,23 +176,42 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len)
 	if (gate != NULL)
 		tb_sock_hold_slot(s, gate, slot_fd);
 	tb_sock_set_call(s, start, deadline);
-	return connect_marked(s, fd, sa, len, saved);
+	return connect_marked(s, fd, sa, len, saved, sp);
+}
+
+/* Is s still the socket fd names? A slot may outlive a close the hooks never saw (glibc's
+ * fclose, a raw syscall) and the number now name a new socket; the inode tells. */
+static bool same_socket(struct tb_sock *s, int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	       (uint64_t)st.st_ino == atomic_load_explicit(&s->ino, memory_order_relaxed);
 }
 
 TB_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	struct tb_sock *s;
+	int saved = errno;
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 
 	tb_init();
 	s = tb_fd_sock(fd);
 	if (s != NULL) {
 		uint32_t st = TB_ST(tb_sock_word(s));
 
-		if (st == TB_ST_CONNECTING || st == TB_ST_EXPIRED)
-			return connect_marked(s, fd, sa, len, errno);
-		forget_stale(fd); /* an OPEN socket connecting again was closed unseen */
+		if (same_socket(s, fd)) {
+			errno = saved;
+			if (st == TB_ST_CONNECTING || st == TB_ST_EXPIRED)
+				return connect_marked(s, fd, sa, len, saved, sp);
+			/* Connecting an established socket again ("expect EISCONN"): the
+			 * kernel answers; its state and its gate slot are untouched. */
+			return tb_real.connect(fd, sa, len);
+		}
+		forget_stale(fd);
+		errno = saved;
 	}
-	return connect_governed(fd, sa, len);
+	return connect_governed(fd, sa, len, sp);
 }
 
 TB_EXPORT int socket(int domain, int type, int protocol)
@@ -231,10 +260,15 @@ TB_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		return 0;
 	}
 	r = tb_real.getsockopt(fd, level, name, val, len);
-	if (r == 0 && val != NULL && *(int *)val != 0 &&
-	    TB_ST(tb_sock_word(s)) == TB_ST_CONNECTING) {
+	if (r != 0 || val == NULL || TB_ST(tb_sock_word(s)) != TB_ST_CONNECTING)
+		return r;
+	if (*(int *)val != 0) {
 		tb_sock_release_slot(s); /* a non-blocking connect that failed */
 		tb_budget_on_failure(tb_budget_here(), atomic_load(&s->set));
+	} else {
+		/* 0 is also what a connect still under way says: ask the kernel. */
+		tb_xfer_confirm_open(s, fd);
+		errno = saved;
 	}
 	return r;
 }

@@ -12,6 +12,8 @@
 #include "hooks.h"
 #include "real.h"
 #include "sock.h"
+#include "waits.h"
+#include "xfer.h"
 
 extern void __chk_fail(void) __attribute__((noreturn));
 int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, size_t fdslen);
@@ -24,12 +26,16 @@ int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *ts,
 
 struct waitset {
 	int n;
+	bool entered;      /* a group is open in the thread's record of waits (waits.h) */
+	unsigned base;
+	uintptr_t sp;      /* the hook's frame address */
 	struct {
 		struct tb_sock *s;
 		int fd;
 		int index; /* in the pollfd array; -1 for select */
 		uint32_t gen;
 		bool rd, wr;
+		short rec[2]; /* each side's entry in the record, -1 none */
 	} e[WAITSET_MAX];
 };
 
@@ -46,11 +52,23 @@ static void mark(struct waitset *ws, struct tb_sock *s, int fd, int index, bool 
 	if (TB_ST(w) != TB_ST_OPEN && TB_ST(w) != TB_ST_CONNECTING)
 		return;
 	if (TB_ST(w) == TB_ST_CONNECTING) {
+		/* The handshake may be over without the program having been told (a
+		 * server-speaks-first client polls POLLIN for the banner): then this is a
+		 * wait for the first byte, not for the handshake. */
+		tb_xfer_confirm_open(s, fd);
+		w = tb_sock_word(s);
+	}
+	if (TB_ST(w) == TB_ST_CONNECTING) {
 		rd = false;
 		wr = true; /* the handshake: one wait, on the connect phase */
 	}
 	if ((!rd && !wr) || ws->n == WAITSET_MAX)
 		return;
+	if (!ws->entered) {
+		/* Before any wait_begin: abandoned waits must not hold their counts. */
+		ws->base = tb_waits_enter(ws->sp);
+		ws->entered = true;
+	}
 	k = ws->n++;
 	ws->e[k].s = s;
 	ws->e[k].fd = fd;
@@ -58,6 +76,8 @@ static void mark(struct waitset *ws, struct tb_sock *s, int fd, int index, bool 
 	ws->e[k].gen = TB_ST_GEN(w);
 	ws->e[k].rd = false;
 	ws->e[k].wr = false;
+	ws->e[k].rec[TB_RD] = -1;
+	ws->e[k].rec[TB_WR] = -1;
 	for (int side = TB_RD; side <= TB_WR; side++) {
 		struct tb_expiry e;
 
@@ -69,6 +89,8 @@ static void mark(struct waitset *ws, struct tb_sock *s, int fd, int index, bool 
 				ws->e[k].rd = true;
 			else
 				ws->e[k].wr = true;
+			ws->e[k].rec[side] = (short)tb_waits_add(s, (enum tb_side)side,
+								 TB_ST_GEN(w), ws->sp);
 			continue;
 		}
 		tb_sock_wait_end(s, (enum tb_side)side, now, false, TB_ST_GEN(w));
@@ -79,22 +101,45 @@ static void mark(struct waitset *ws, struct tb_sock *s, int fd, int index, bool 
 	}
 }
 
+/* poll's verdict on a CONNECTING socket: writable, or readable (a server that speaks first),
+ * without an error or hang-up, means the handshake is done. */
+static void note_connected(struct tb_sock *s, short re)
+{
+	if ((re & (POLLOUT | POLLIN)) && !(re & (POLLERR | POLLHUP | POLLNVAL)))
+		tb_sock_set_open(s);
+}
+
+/* A poll that did not wait (timeout 0) marks nothing, but its answer is how many programs
+ * (lftp: poll(POLLOUT, 0) then SO_ERROR) learn that a non-blocking connect completed. */
+static void note_polled(const struct pollfd *fds, nfds_t nfds)
+{
+	for (nfds_t i = 0; i < nfds; i++) {
+		struct tb_sock *s;
+
+		if (fds[i].revents == 0 || (s = tb_fd_sock(fds[i].fd)) == NULL)
+			continue;
+		if (TB_ST(tb_sock_word(s)) == TB_ST_CONNECTING)
+			note_connected(s, fds[i].revents);
+	}
+}
+
 static void unmark(struct waitset *ws, const struct pollfd *fds, int64_t now)
 {
+	int added = 0;
+
 	for (int k = 0; k < ws->n; k++) {
 		struct tb_sock *s = ws->e[k].s;
 
-		if (ws->e[k].rd)
+		added += (ws->e[k].rec[TB_RD] >= 0) + (ws->e[k].rec[TB_WR] >= 0);
+		if (ws->e[k].rd && tb_waits_take(ws->e[k].rec[TB_RD], s, TB_RD))
 			tb_sock_wait_end(s, TB_RD, now, false, ws->e[k].gen);
-		if (ws->e[k].wr)
+		if (ws->e[k].wr && tb_waits_take(ws->e[k].rec[TB_WR], s, TB_WR))
 			tb_sock_wait_end(s, TB_WR, now, false, ws->e[k].gen);
-		if (fds != NULL && ws->e[k].index >= 0) {
-			short re = fds[ws->e[k].index].revents;
-
-			if ((re & POLLOUT) && !(re & (POLLERR | POLLHUP)))
-				tb_sock_set_open(s);
-		}
+		if (fds != NULL && ws->e[k].index >= 0)
+			note_connected(s, fds[ws->e[k].index].revents);
 	}
+	if (ws->entered)
+		tb_waits_leave(ws->base, (unsigned)added);
 }
 
 static int poll_common(struct pollfd *fds, nfds_t nfds, const struct timespec *ts,
@@ -107,6 +152,8 @@ static int poll_common(struct pollfd *fds, nfds_t nfds, const struct timespec *t
 	int r, err, saved = errno;
 
 	ws.n = 0;
+	ws.entered = false;
+	ws.sp = (uintptr_t)__builtin_frame_address(0);
 	if (waits && atomic_load_explicit(&tb_fd_hiwater, memory_order_relaxed) >= 0) {
 		for (nfds_t i = 0; i < nfds; i++) {
 			struct tb_sock *s = tb_fd_sock(fds[i].fd);
@@ -120,9 +167,15 @@ static int poll_common(struct pollfd *fds, nfds_t nfds, const struct timespec *t
 		}
 	}
 	if (ws.n == 0) {
-		if (is_ppoll)
-			return tb_real.ppoll(fds, nfds, ts, ss);
-		return tb_real.poll(fds, nfds, timeout_ms);
+		if (waits || atomic_load_explicit(&tb_fd_hiwater, memory_order_relaxed) < 0) {
+			if (is_ppoll)
+				return tb_real.ppoll(fds, nfds, ts, ss);
+			return tb_real.poll(fds, nfds, timeout_ms);
+		}
+		r = is_ppoll ? tb_real.ppoll(fds, nfds, ts, ss) : tb_real.poll(fds, nfds, 0);
+		if (r > 0)
+			note_polled(fds, nfds); /* keeps errno: nothing here fails */
+		return r;
 	}
 	errno = saved;
 	r = is_ppoll ? tb_real.ppoll(fds, nfds, ts, ss) : tb_real.poll(fds, nfds, timeout_ms);
@@ -184,14 +237,33 @@ static void mark_sets(struct waitset *ws, int nfds, fd_set *rd, fd_set *wr)
 	}
 }
 
-static void unmark_sets(struct waitset *ws, int r, fd_set *wr)
+/* select's verdict on CONNECTING sockets: readable or writable, but a failed connect is
+ * both too, so the kernel is asked (tb_xfer_confirm_open). Also after a select that did
+ * not wait, for the programs that learn the handshake's end from one. */
+static void note_selected(int nfds, fd_set *rd, fd_set *wr)
+{
+	int hi = atomic_load_explicit(&tb_fd_hiwater, memory_order_relaxed);
+
+	if (nfds > FD_SETSIZE)
+		nfds = FD_SETSIZE;
+	if (hi + 1 < nfds)
+		nfds = hi + 1;
+	for (int fd = 0; fd < nfds; fd++) {
+		struct tb_sock *s;
+
+		if (!(rd != NULL && FD_ISSET(fd, rd)) && !(wr != NULL && FD_ISSET(fd, wr)))
+			continue;
+		s = tb_fd_sock(fd);
+		if (s != NULL && TB_ST(tb_sock_word(s)) == TB_ST_CONNECTING)
+			tb_xfer_confirm_open(s, fd);
+	}
+}
+
+static void unmark_sets(struct waitset *ws, int nfds, int r, fd_set *rd, fd_set *wr)
 {
 	unmark(ws, NULL, tb_now());
-	if (r <= 0 || wr == NULL)
-		return;
-	for (int k = 0; k < ws->n; k++)
-		if (ws->e[k].fd < FD_SETSIZE && FD_ISSET(ws->e[k].fd, wr))
-			tb_sock_set_open(ws->e[k].s);
+	if (r > 0)
+		note_selected(nfds, rd, wr);
 }
 
 TB_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
@@ -200,14 +272,20 @@ TB_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeva
 	int r, err, saved = errno;
 
 	ws.n = 0;
+	ws.entered = false;
+	ws.sp = (uintptr_t)__builtin_frame_address(0);
 	if (tv == NULL || tv->tv_sec != 0 || tv->tv_usec != 0)
 		mark_sets(&ws, nfds, rd, wr);
-	if (ws.n == 0)
-		return tb_real.select(nfds, rd, wr, ex, tv);
+	if (ws.n == 0) {
+		r = tb_real.select(nfds, rd, wr, ex, tv);
+		if (r > 0 && atomic_load_explicit(&tb_fd_hiwater, memory_order_relaxed) >= 0)
+			note_selected(nfds, rd, wr); /* keeps errno */
+		return r;
+	}
 	errno = saved;
 	r = tb_real.select(nfds, rd, wr, ex, tv);
 	err = r < 0 ? errno : saved;
-	unmark_sets(&ws, r, wr);
+	unmark_sets(&ws, nfds, r, rd, wr);
 	errno = err;
 	return r;
 }
@@ -219,14 +297,20 @@ TB_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct
 	int r, err, saved = errno;
 
 	ws.n = 0;
+	ws.entered = false;
+	ws.sp = (uintptr_t)__builtin_frame_address(0);
 	if (ts == NULL || ts->tv_sec != 0 || ts->tv_nsec != 0)
 		mark_sets(&ws, nfds, rd, wr);
-	if (ws.n == 0)
-		return tb_real.pselect(nfds, rd, wr, ex, ts, ss);
+	if (ws.n == 0) {
+		r = tb_real.pselect(nfds, rd, wr, ex, ts, ss);
+		if (r > 0 && atomic_load_explicit(&tb_fd_hiwater, memory_order_relaxed) >= 0)
+			note_selected(nfds, rd, wr); /* keeps errno */
+		return r;
+	}
 	errno = saved;
 	r = tb_real.pselect(nfds, rd, wr, ex, ts, ss);
 	err = r < 0 ? errno : saved;
-	unmark_sets(&ws, r, wr);
+	unmark_sets(&ws, nfds, r, rd, wr);
 	errno = err;
 	return r;
 }

@@ -14,17 +14,33 @@
 #include "init.h"
 #include "log.h"
 #include "real.h"
+#include "waits.h"
 
-int tb_xfer_timed_out(struct tb_sock *s)
+/*
+ * Reports the socket's expiry to the calling thread: -1 and errno. With on_timeout=eagain
+ * only the first report on a socket says EAGAIN (what a program with SO_RCVTIMEO expects
+ * from the read that timed out); every later one says ETIMEDOUT. A non-blocking program
+ * takes EAGAIN for "nothing yet" and polls again, and a shut-down socket is always
+ * readable: EAGAIN forever would spin it at 100 % CPU. EOF would end the loop too, but a
+ * close-delimited body would then pass for complete; ETIMEDOUT is an error every program
+ * ends a transfer on. `tell_budget`: the first report also tells the thread's budget.
+ */
+static int deliver(struct tb_sock *s, bool tell_budget)
 {
 	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
 	uint32_t w = tb_sock_word(s);
+	bool first = !atomic_exchange(&s->delivered, true);
 
-	if (!atomic_exchange(&s->delivered, true))
+	if (first && tell_budget)
 		tb_budget_on_expired(tb_budget_here(), set, &s->dest, TB_ST_PHASE(w),
 				     atomic_load_explicit(&s->call_deadline, memory_order_relaxed));
-	errno = set->on_timeout == TB_ON_TIMEOUT_EAGAIN ? EAGAIN : ETIMEDOUT;
+	errno = first && set->on_timeout == TB_ON_TIMEOUT_EAGAIN ? EAGAIN : ETIMEDOUT;
 	return -1;
+}
+
+int tb_xfer_timed_out(struct tb_sock *s)
+{
+	return deliver(s, true);
 }
 
 int tb_xfer_refuse(struct tb_sock *s, int fd, int step, int64_t now)
@@ -32,15 +48,27 @@ int tb_xfer_refuse(struct tb_sock *s, int fd, int step, int64_t now)
 	uint32_t w = tb_sock_word(s);
 	int64_t unused;
 
-	/* The budget already knows (tb_budget_step told it): do not tell it twice. */
-	atomic_store(&s->delivered, true);
 	if (step == TB_STEP_RETRY_WINDOW) {
 		tb_log_reject(TB_PHASE_DEADLINE, &s->dest, fd, "retry_window");
 		tb_sock_mark_expired(s, TB_ST_GEN(w), TB_PHASE_DEADLINE, fd);
 	} else {
 		tb_sock_expire(s, TB_ST_GEN(w), TB_WR, TB_PHASE_DEADLINE, fd, true, now, &unused);
 	}
-	return tb_xfer_timed_out(s);
+	/* The budget already knows (tb_budget_step told it): do not tell it twice. */
+	return deliver(s, false);
+}
+
+void tb_xfer_confirm_open(struct tb_sock *s, int fd)
+{
+	struct sockaddr_storage peer;
+	socklen_t len = sizeof(peer);
+	int saved = errno;
+
+	if (TB_ST(tb_sock_word(s)) != TB_ST_CONNECTING)
+		return;
+	if (getpeername(fd, (struct sockaddr *)&peer, &len) == 0)
+		tb_sock_set_open(s);
+	errno = saved;
 }
 
 /* An EXPIRED slot may be stale: the program closed the fd where we could not see it
@@ -64,6 +92,7 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
 	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
 	bool blocking;
 	int64_t now, unused;
+	uintptr_t sp;
 	struct tb_expiry e;
 
 	x->s = s;
@@ -89,14 +118,18 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
 		int64_t start, deadline;
 		int step = tb_budget_step(tb_budget_here(), set, &s->dest, now, &start, &deadline);
 
+		tb_sock_set_call(s, start, deadline); /* refused: the call that expired */
 		if (step != TB_STEP_GO)
 			return tb_xfer_refuse(s, fd, step, now);
-		tb_sock_set_call(s, start, deadline);
 	}
 	if (!blocking)
 		return 0;
+	/* Before wait_begin: an abandoned wait on this socket must not hold its count. */
+	sp = (uintptr_t)__builtin_frame_address(0);
+	x->rec_base = tb_waits_enter(sp);
 	e = tb_sock_wait_begin(s, side, fd, now);
 	if (TB_LIKELY(e.at > now)) {
+		x->rec = tb_waits_add(s, side, x->gen, sp);
 		x->waited = true;
 		return 0;
 	}
@@ -116,6 +149,11 @@ ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r)
 	const struct tb_settings *set;
 	int err = errno;
 
+	if (x->waited) {
+		/* Unless the wait was ended for us (a nested handler judged it abandoned). */
+		x->waited = tb_waits_take(x->rec, x->s, x->side);
+		tb_waits_leave(x->rec_base, x->rec >= 0);
+	}
 	if (s != NULL && TB_ST_GEN(tb_sock_word(s)) != x->gen)
 		s = NULL; /* closed (and perhaps reused) while we were in the call */
 	if (s == NULL) {

@@ -15,6 +15,8 @@ struct tb_xfer {
 	enum tb_side side;
 	uint32_t gen;      /* the socket's generation at begin: it may be closed under us */
 	bool waited;
+	int rec;           /* the wait's entry in the thread's record (waits.h), -1 none */
+	unsigned rec_base;
 	bool sigpipe;      /* the program's send would raise SIGPIPE (no MSG_NOSIGNAL of its own) */
 	int saved_errno;
 };
@@ -38,11 +40,17 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
  */
 ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r);
 
-/* -1 with the timeout errno, telling the thread's budget once. For every hook. */
+/* -1 with the timeout errno, telling the thread's budget once. For every hook. With
+ * on_timeout=eagain the first report on a socket is EAGAIN, every later one ETIMEDOUT. */
 int tb_xfer_timed_out(struct tb_sock *s);
 
 /* Fails a step that the thread's budget refused (deadline spent, retry window): logs it,
  * marks the socket expired for the deadline and shuts it down. Returns -1, errno set. */
 int tb_xfer_refuse(struct tb_sock *s, int fd, int step, int64_t now);
+
+/* A CONNECTING socket whose handshake the kernel reports done (getpeername succeeds: SO_ERROR
+ * and a select result cannot tell a connected socket from one still connecting or failed)
+ * becomes OPEN. One system call, made only while the socket is CONNECTING. errno kept. */
+void tb_xfer_confirm_open(struct tb_sock *s, int fd);
 
 #endif

@@ -510,6 +510,94 @@ static void test_huge_retry_window_saturates(void **state)
 	expect_refused(&b, &s, &a, T0 + 3600 * S, TB_STEP_RETRY_WINDOW);
 }
 
+/* The retry that comes after the deadline passed during the program's back-off fails, and
+ * says which call expired: the log line is built from *start and *deadline. */
+static void test_expired_step_reports_its_call(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+	struct step r;
+
+	(void)state;
+	settings(&s, 300 * MS);
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	tb_budget_on_failure(&b, &s);
+	r = step(&b, &s, &a, T0 + 400 * MS);
+	assert_int_equal(r.rc, TB_STEP_EXPIRED);
+	assert_int_equal(r.start, T0);
+	assert_int_equal(r.deadline, T0 + 300 * MS);
+	/* inside the window: the same call is named */
+	r = step(&b, &s, &a, T0 + 410 * MS);
+	assert_int_equal(r.rc, TB_STEP_RETRY_WINDOW);
+	assert_int_equal(r.start, T0);
+	assert_int_equal(r.deadline, T0 + 300 * MS);
+	/* a window set by a delivered expiry names its call too */
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	tb_budget_on_expired(&b, &s, &a, TB_PHASE_DEADLINE, T0 + 300 * MS);
+	r = step(&b, &s, &a, T0 + 350 * MS);
+	assert_int_equal(r.rc, TB_STEP_RETRY_WINDOW);
+	assert_int_equal(r.start, T0);
+	assert_int_equal(r.deadline, T0 + 300 * MS);
+}
+
+/* scope=process with a rule of its own: the socket's settings decide the deadline, counted
+ * from the process's start (what `timebox check --explain` shows). */
+static void test_scope_process_rule_deadline(void **state)
+{
+	struct tb_settings defaults, rule;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+
+	(void)state;
+	settings(&defaults, 5 * S);
+	defaults.scope = TB_SCOPE_PROCESS;
+	settings(&rule, 1 * S);
+	rule.scope = TB_SCOPE_PROCESS;
+	tb_budget_open_process(&b, &defaults, T0);
+	expect_go(&b, &rule, &a, T0 + 500 * MS, T0, T0 + 1 * S);
+	expect_go(&b, &defaults, &a, T0 + 1 * S, T0, T0 + 5 * S);
+	expect_refused(&b, &rule, &a, T0 + 1 * S, TB_STEP_EXPIRED);
+	{
+		struct step r = step(&b, &rule, &a, T0 + 2 * S);
+
+		assert_int_equal(r.start, T0);
+		assert_int_equal(r.deadline, T0 + 1 * S);
+	}
+	/* a rule without a deadline has none, whatever the defaults say */
+	settings(&rule, 0);
+	rule.scope = TB_SCOPE_PROCESS;
+	expect_go(&b, &rule, &a, T0 + 100 * S, T0 + 100 * S, TB_NEVER);
+}
+
+/* A signal handler that interrupts an update on the same thread finds it busy: it goes
+ * ahead without a deadline and changes nothing, so the interrupted update finishes on the
+ * state it started from. */
+static void test_nested_update_leaves_budget_alone(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b, before;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+
+	(void)state;
+	settings(&s, 300 * MS);
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	assert_int_equal(b.busy, 0);
+	b.busy = 1; /* the thread is inside an update when the handler runs */
+	before = b;
+	expect_go(&b, &s, &a, T0 + 400 * MS, T0 + 400 * MS, TB_NEVER);
+	tb_budget_on_failure(&b, &s);
+	tb_budget_on_response(&b, &s);
+	tb_budget_on_close(&b, &s);
+	tb_budget_on_expired(&b, &s, &a, TB_PHASE_DEADLINE, T0 + 300 * MS);
+	assert_memory_equal(&b, &before, sizeof(b));
+	b.busy = 0;
+	expect_go(&b, &s, &a, T0 + 100 * MS, T0, T0 + 300 * MS);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -536,6 +624,9 @@ int main(void)
 		cmocka_unit_test(test_remaining),
 		cmocka_unit_test(test_huge_deadline_saturates),
 		cmocka_unit_test(test_huge_retry_window_saturates),
+		cmocka_unit_test(test_expired_step_reports_its_call),
+		cmocka_unit_test(test_scope_process_rule_deadline),
+		cmocka_unit_test(test_nested_update_leaves_budget_alone),
 	};
 
 	return cmocka_run_group_tests_name("budget", tests, NULL, NULL);
