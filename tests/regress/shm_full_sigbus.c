@@ -95,10 +95,9 @@ int main(int argc, char **argv)
 		lines = tbg_count_lines(logpath, "what=shared_gate");
 		fprintf(stderr, "%s: exit %d%s, shared_gate log lines %d\n", modes[i], st,
 			st == 128 + SIGBUS ? " (SIGBUS)" : "", lines);
-		if (st != 0 || lines != 1) {
-			tbg_dump(logpath);
+		tbg_dump(logpath);
+		if (st != 0 || lines != 1)
 			failed = 1;
-		}
 		unlink(logpath);
 	}
 	TBR_CHECK(!failed, "a run died or did not say once that the shared gate is unavailable");
