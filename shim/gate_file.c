@@ -143,14 +143,13 @@ int tb_gate_file_open(const char *name, struct stat *st, char *why, size_t whyle
 			break;
 	}
 	if (fd < 0) {
-		snprintf(why, whylen, "cannot open %s/%s: %s", dir_path, name, strerror(errno));
+		snprintf(why, whylen, "cannot open: %s", strerror(errno));
 		return -1;
 	}
 	fd = keep_fd(fd);
 	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode) || st->st_uid != geteuid() ||
 	    (st->st_mode & 077) != 0) {
-		snprintf(why, whylen, "%s/%s is not a regular file of ours closed to others",
-			 dir_path, name);
+		snprintf(why, whylen, "not a regular file of ours closed to others");
 		tb_gate_file_close(fd);
 		errno = EPERM;
 		return -1;
@@ -185,8 +184,7 @@ int tb_gate_file_attach(const char *name, struct stat *st, void **page, char *wh
 		if (fd < 0)
 			return -1;
 		if (use_lock(fd) < 0 || fstat(fd, st) < 0) {
-			snprintf(why, whylen, "cannot lock %s/%s: %s", dir_path, name,
-				 strerror(errno));
+			snprintf(why, whylen, "cannot lock: %s", strerror(errno));
 			goto fail;
 		}
 		if (st->st_nlink > 0)
@@ -196,7 +194,7 @@ int tb_gate_file_attach(const char *name, struct stat *st, void **page, char *wh
 		fd = -1;
 	}
 	if (fd < 0) {
-		snprintf(why, whylen, "%s/%s keeps being removed", dir_path, name);
+		snprintf(why, whylen, "keeps being removed");
 		errno = EAGAIN;
 		return -1;
 	}
@@ -204,13 +202,14 @@ int tb_gate_file_attach(const char *name, struct stat *st, void **page, char *wh
 	 * where the call is unsupported, which would race other processes' page. Unsupported
 	 * is simply a failure here (tmpfs supports it). Already allocated: a no-op. */
 	if (fallocate(fd, 0, 0, TB_GATE_PAGE) < 0) {
-		snprintf(why, whylen, "cannot allocate %s/%s: %s", dir_path, name,
-			 strerror(errno));
+		snprintf(why, whylen, "cannot allocate: %s", strerror(errno));
+		/* Leave nothing behind that no one uses (a full tmpfs frees up later). */
+		tb_gate_file_remove_if_unused(fd, name, st);
 		goto fail;
 	}
 	p = mmap(NULL, TB_GATE_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
-		snprintf(why, whylen, "cannot map %s/%s: %s", dir_path, name, strerror(errno));
+		snprintf(why, whylen, "cannot map: %s", strerror(errno));
 		goto fail;
 	}
 	*page = p;

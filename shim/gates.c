@@ -46,6 +46,8 @@ struct tb_gate *tb_gates_get(const struct tb_dest *d, const struct tb_settings *
 		if (tb_dest_equal(&g->dest, d))
 			return g;
 	}
+	if (g != NULL)
+		goto full; /* entries are never removed: a table seen full stays full */
 	pthread_mutex_lock(&insert_lock);
 	i = hash_dest(d);
 	for (unsigned n = 0; n < TABLE_SIZE; n++, i = (i + 1) & (TABLE_SIZE - 1)) {
@@ -63,13 +65,15 @@ struct tb_gate *tb_gates_get(const struct tb_dest *d, const struct tb_settings *
 			goto out;
 		}
 	}
-	g = NULL;
+	pthread_mutex_unlock(&insert_lock);
+full:
 	/* The table is fixed so that lookups stay lock-free; past it, ungated beats failing. */
 	atomic_fetch_add_explicit(&ungated_connects, 1, memory_order_relaxed);
 	if (!atomic_exchange(&table_full, true))
 		tb_log_error("event=error what=gate_table error=\"more than 4096 destinations\" "
 			     "effect=\"connects to further destinations are not gated (counted in "
 			     "the exit summary)\"");
+	return NULL;
 out:
 	pthread_mutex_unlock(&insert_lock);
 	return g;

@@ -111,6 +111,7 @@ int main(int argc, char **argv)
 		}
 		unlink(logpath);
 	}
+	tbg_cleanup(xdg_env + strlen("XDG_RUNTIME_DIR="));
 	TBR_CHECK(!failed, "a squatted /dev/shm directory disabled or silently degraded sharing");
 	return 0;
 }

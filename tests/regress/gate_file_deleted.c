@@ -92,5 +92,6 @@ int main(int argc, char **argv)
 	TBR_CHECK(err == 0, "a new process was not gated by the re-created file (exit %d)", err);
 	close(fd2);
 	close(lfd);
+	tbg_cleanup(NULL);
 	return 0;
 }

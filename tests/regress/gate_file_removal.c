@@ -83,5 +83,6 @@ int main(int argc, char **argv)
 	TBR_CHECK(st == 0, "owner failed (%d)", st);
 	TBR_CHECK(!gate_file_exists(), "the last process to use a gate file exited and left it");
 	close(lfd);
+	tbg_cleanup(NULL);
 	return 0;
 }

@@ -4,6 +4,7 @@
 #define TB_GATE_REGRESS_H
 
 #include <dirent.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <sys/stat.h>
@@ -41,6 +42,22 @@ static inline const char *tbg_private_dir(void)
 
 	TBR_CHECK(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
 	return dir;
+}
+
+static inline int tbg_rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st;
+	(void)f;
+	return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+/* Removes a directory tbg_private_dir made (given, or $XDG_RUNTIME_DIR), with its files. */
+static inline void tbg_cleanup(const char *dir)
+{
+	if (dir == NULL)
+		dir = getenv("XDG_RUNTIME_DIR");
+	if (dir != NULL && strncmp(dir, "/tmp/tbr-gate-", 14) == 0)
+		nftw(dir, tbg_rm_one, 8, FTW_DEPTH | FTW_PHYS);
 }
 
 /* The path of the first file in dir whose name contains `part` into buf; false if none. */

@@ -51,5 +51,6 @@ int main(int argc, char **argv)
 		  tbt_errno_name(err), ms);
 	close(fd2);
 	close(lfd);
+	tbg_cleanup(NULL);
 	return 0;
 }

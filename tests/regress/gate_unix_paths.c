@@ -84,5 +84,6 @@ int main(int argc, char **argv)
 	close(fb);
 	close(la);
 	close(lb);
+	tbg_cleanup(NULL);
 	return 0;
 }
