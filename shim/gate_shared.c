@@ -99,14 +99,18 @@ static int held_slots(int fd, int max)
 	return n;
 }
 
-/* At exit: the last process using a gate file removes it (gate_file.c says how it knows). */
+/* At exit: the last process using a gate file removes it (gate_file.c says how it knows).
+ * Try-locks only: exit() called from a signal handler that interrupted one of our own
+ * critical sections must not deadlock; the file then stays for the next user to remove. */
 static void remove_unused(void)
 {
-	pthread_mutex_lock(&list_lock);
+	if (pthread_mutex_trylock(&list_lock) != 0)
+		return;
 	for (struct tb_shared_gate *g = gates; g != NULL; g = g->next) {
 		struct stat id = { 0 };
 
-		pthread_mutex_lock(&g->lock);
+		if (pthread_mutex_trylock(&g->lock) != 0)
+			continue;
 		id.st_dev = (dev_t)atomic_load(&g->dev);
 		id.st_ino = (ino_t)atomic_load(&g->ino);
 		tb_gate_file_remove_if_unused(g->fd, g->name, &id);
