@@ -147,9 +147,14 @@ int tb_gate_file_open(const char *name, struct stat *st, char *why, size_t whyle
 		return -1;
 	}
 	fd = keep_fd(fd);
-	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode) || st->st_uid != geteuid() ||
-	    (st->st_mode & 077) != 0) {
-		snprintf(why, whylen, "not a regular file of ours closed to others");
+	if (fstat(fd, st) < 0) {
+		snprintf(why, whylen, "cannot stat: %s", strerror(errno));
+		tb_gate_file_close(fd);
+		return -1;
+	}
+	if (!S_ISREG(st->st_mode) || st->st_uid != geteuid() || (st->st_mode & 077) != 0) {
+		snprintf(why, whylen, "owned by uid %u with mode %03o (want a regular file of "
+			 "ours, 0600)", (unsigned)st->st_uid, (unsigned)(st->st_mode & 0777));
 		tb_gate_file_close(fd);
 		errno = EPERM;
 		return -1;
