@@ -3,7 +3,9 @@
  * waiter directly (the counter stays up), so late arrivals can never overtake the queue. */
 #include "gate.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 void tb_gate_init(struct tb_gate *g, const struct tb_dest *d, int max, int max_pending)
 {
@@ -133,4 +135,30 @@ struct tb_expiry tb_gate_wait_bound(int64_t now, int64_t acquire_ns, int64_t cal
 	if (acquire_ns > 0 && now < TB_NEVER - acquire_ns)
 		at = now + acquire_ns;
 	return tb_expiry_pick(TB_PHASE_GATE, at, call_deadline);
+}
+
+int tb_gate_file_name(const struct tb_dest *d, int max, char *buf, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	char dest[TB_DEST_STRLEN];
+	int n;
+
+	if (d->family == AF_UNIX) {
+		for (int i = 0; i < 16; i++) {
+			dest[2 * i] = hex[d->addr[i] >> 4];
+			dest[2 * i + 1] = hex[d->addr[i] & 0xf];
+		}
+		dest[32] = '\0';
+		n = snprintf(buf, len, "gate-unix-%s-max%d", dest, max);
+	} else if (d->family == AF_INET || d->family == AF_INET6) {
+		/* ':' and brackets out of file names: tools split on them. */
+		tb_dest_format(d, dest, sizeof(dest));
+		for (char *p = dest; *p; p++)
+			if (*p == ':' || *p == '[' || *p == ']')
+				*p = '_';
+		n = snprintf(buf, len, "gate-%s-max%d", dest, max);
+	} else {
+		return -1;
+	}
+	return n > 0 && (size_t)n < len ? 0 : -1;
 }

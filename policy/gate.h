@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dest.h"
@@ -68,5 +69,14 @@ void tb_gate_fork_child(struct tb_gate *g);
  * call's deadline, whichever is first (phase TB_PHASE_GATE or TB_PHASE_DEADLINE).
  */
 struct tb_expiry tb_gate_wait_bound(int64_t now, int64_t acquire_ns, int64_t call_deadline);
+
+/*
+ * The file name of the shared gate of d with max slots: "gate-127.0.0.1_8080-max5",
+ * "gate-__1__8080-max5" for [::1]:8080, and for a unix socket "gate-unix-<32 hex digits>-max5"
+ * from the 128-bit hash of its path (the destination keeps only that hash), so two paths
+ * never share a gate. Returns 0, or -1 when buf is too short or d has no family.
+ * @unittest test_gate.c: test_file_name_*
+ */
+int tb_gate_file_name(const struct tb_dest *d, int max, char *buf, size_t len);
 
 #endif

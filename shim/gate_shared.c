@@ -1,15 +1,21 @@
 /* gate_shared.c - the cross-process gate. A slot is an open-file-description lock
- * (F_OFD_SETLK) on one byte of a per-destination file under /dev/shm/timebox-<uid>/: the
- * kernel drops it when the last fd of that description closes, so a slot follows its socket
- * through fork (the child shares the description) and comes back at once when every holder
- * is gone, SIGKILL included. The file's first page, mapped shared, holds a futex word that
- * releases bump, and counters. Its contents are hints: a crashed run leaves nothing that
- * could block the next one, because only the locks say who holds what. */
+ * (F_OFD_SETLK) on one byte of a per-destination file in the gate directory (gate_file.c):
+ * the kernel drops it when the last fd of that description closes, so a slot follows its
+ * socket through fork (the child shares the description) and comes back at once when every
+ * holder is gone, SIGKILL included. The file's first page, mapped shared, holds a futex word
+ * that releases bump, and counters. Its contents are hints: a crashed run leaves nothing that
+ * could block the next one, because only the locks say who holds what.
+ *
+ * The file can be deleted under us (tmp cleaners, systemd's RemoveIPC). Every acquire opens
+ * it by name, so it notices: the process moves to the file now at that name (created by
+ * whoever came first), and the slots still held through the deleted one keep counting
+ * against the cap until they are closed. */
 #include "gate_shared.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,15 +26,13 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "fdtable.h"
 #include "gate.h"
+#include "gate_file.h"
+#include "gates.h"
 #include "log.h"
 #include "real.h"
 
-#define PAGE 4096
-#define SLOT_BASE PAGE   /* byte SLOT_BASE + i is slot i */
 #define POLL_NS (20 * TB_NS_PER_MS) /* a waiter looks again at least this often */
-#define HIGH_FD 512      /* keep our fds out of the program's low numbers */
 
 struct shm_page {
 	atomic_uint seq;     /* futex word: bumped by every release */
@@ -37,126 +41,235 @@ struct shm_page {
 	atomic_ulong acquired, timed_out, rejected;
 };
 
+/*
+ * Concurrency rules: dest, name, max and max_pending never change after open. `lock` guards
+ * fd and old_fd, and serialises moves to a new file (follow); dev, ino, page and has_old are
+ * atomics written under `lock` and read without it by the acquire path. A page is never
+ * unmapped: another thread may be waiting on its futex word.
+ */
 struct tb_shared_gate {
 	struct tb_dest dest;
-	char path[160];
+	char name[96];               /* the file's name in the gate directory */
 	int max, max_pending;
-	struct shm_page *page;
+	pthread_mutex_t lock;
+	int fd;                      /* our use description of the current file */
+	int old_fd;                  /* the deleted file, while slots held through it count; -1 */
+	atomic_bool has_old;
+	_Atomic uint64_t dev, ino;   /* the current file */
+	_Atomic(struct shm_page *) page;
+	struct tb_shared_gate *next; /* every shared gate of the process (exit, fork) */
 };
 
-static int lock_byte(int fd, short type, off_t at, int cmd)
-{
-	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = at, .l_len = 1 };
+static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tb_shared_gate *gates;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+static atomic_bool said_unavailable, said_ungated, said_follow;
 
-	return tb_real.fcntl(fd, cmd, &fl);
+/* One event=error line; with `once`, only the first time in this process. */
+static void say(atomic_bool *once, const char *name, const char *why, const char *effect)
+{
+	char body[700];
+
+	if (once != NULL && atomic_exchange(once, true))
+		return;
+	snprintf(body, sizeof(body),
+		 "event=error what=shared_gate path=%s/%s error=\"%s\" effect=\"%s\"",
+		 tb_gate_file_dir(), name, why, effect);
+	tb_log_error(body);
 }
 
-/* Our directory must be ours alone: a directory another user controls could hand us a file
- * that lets them hold our slots or read our destinations. */
-static int check_dir(const char *dir)
+static bool same_file(struct tb_shared_gate *g, const struct stat *st)
 {
-	struct stat st;
+	return atomic_load(&g->ino) == (uint64_t)st->st_ino &&
+	       atomic_load(&g->dev) == (uint64_t)st->st_dev;
+}
 
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return -1;
-	if (lstat(dir, &st) < 0)
-		return -1;
-	if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077) != 0) {
-		errno = EPERM;
-		return -1;
+/* Slots held through fd's file by any description (every process), probed with GETLK. */
+static int held_slots(int fd, int max)
+{
+	int n = 0;
+
+	for (int i = 0; i < max; i++) {
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+				    .l_start = TB_GATE_SLOT_BASE + i, .l_len = 1 };
+
+		if (tb_real.fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK)
+			n++;
 	}
-	return 0;
+	return n;
 }
 
-static void name_file(char *buf, size_t len, const char *dir, const struct tb_dest *d,
-		      const struct tb_settings *set)
+/* At exit: the last process using a gate file removes it (gate_file.c says how it knows).
+ * Try-locks only: exit() called from a signal handler that interrupted one of our own
+ * critical sections must not deadlock; the file then stays for the next user to remove. */
+static void remove_unused(void)
 {
-	char dest[TB_DEST_STRLEN];
+	if (pthread_mutex_trylock(&list_lock) != 0)
+		return;
+	for (struct tb_shared_gate *g = gates; g != NULL; g = g->next) {
+		struct stat id = { 0 };
 
-	tb_dest_format(d, dest, sizeof(dest));
-	for (char *p = dest; *p; p++)
-		if (*p == ':' || *p == '[' || *p == ']')
-			*p = '_';
-	snprintf(buf, len, "%s/gate-%s-max%d", dir, dest, set->max_conns);
-}
-
-/* A new fd on the gate file, high, close-on-exec, and shielded from the program's close. */
-static int open_file(const char *path, int flags)
-{
-	int fd = open(path, flags | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600), high;
-
-	if (fd < 0)
-		return -1;
-	high = tb_real.fcntl(fd, F_DUPFD_CLOEXEC, HIGH_FD);
-	if (high >= 0) {
-		tb_real.close(fd);
-		fd = high;
+		if (pthread_mutex_trylock(&g->lock) != 0)
+			continue;
+		id.st_dev = (dev_t)atomic_load(&g->dev);
+		id.st_ino = (ino_t)atomic_load(&g->ino);
+		tb_gate_file_remove_if_unused(g->fd, g->name, &id);
+		pthread_mutex_unlock(&g->lock);
 	}
-	tb_fd_mark_internal(fd);
-	return fd;
+	pthread_mutex_unlock(&list_lock);
 }
 
-static void close_file(int fd)
+static void register_exit(void)
 {
-	tb_fd_unmark_internal(fd);
-	tb_real.close(fd);
+	atexit(remove_unused);
 }
 
 struct tb_shared_gate *tb_shared_gate_open(const struct tb_dest *d, const struct tb_settings *set)
 {
-	char dir[64], why[400];
 	struct tb_shared_gate *g = calloc(1, sizeof(*g));
+	char why[400] = "out of memory";
 	struct stat st;
-	int fd = -1, saved = errno;
-	void *p;
+	void *page;
+	int saved = errno;
 
 	if (g == NULL)
 		goto fail;
-	snprintf(dir, sizeof(dir), "/dev/shm/timebox-%u", (unsigned)getuid());
-	if (check_dir(dir) < 0)
-		goto fail;
-	name_file(g->path, sizeof(g->path), dir, d, set);
-	fd = open_file(g->path, O_CREAT);
-	if (fd < 0 || fstat(fd, &st) < 0)
-		goto fail;
-	if (!S_ISREG(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077) != 0) {
-		errno = EPERM;
+	if (tb_gate_file_name(d, set->max_conns, g->name, sizeof(g->name)) < 0) {
+		snprintf(why, sizeof(why), "no file name for this destination");
 		goto fail;
 	}
-	if (st.st_size < PAGE && ftruncate(fd, PAGE) < 0)
+	g->fd = tb_gate_file_attach(g->name, &st, &page, why, sizeof(why));
+	if (g->fd < 0)
 		goto fail;
-	p = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED)
-		goto fail;
-	close_file(fd);
-	g->page = p;
 	g->dest = *d;
 	g->max = set->max_conns;
 	g->max_pending = set->max_pending;
+	g->old_fd = -1;
+	pthread_mutex_init(&g->lock, NULL);
+	atomic_store(&g->dev, (uint64_t)st.st_dev);
+	atomic_store(&g->ino, (uint64_t)st.st_ino);
+	atomic_store(&g->page, (struct shm_page *)page);
+	pthread_mutex_lock(&list_lock);
+	g->next = gates;
+	gates = g;
+	pthread_mutex_unlock(&list_lock);
+	pthread_once(&exit_once, register_exit);
 	errno = saved;
 	return g;
 fail:
-	snprintf(why, sizeof(why),
-		 "event=error what=shared_gate path=%s error=\"%s\" effect=\"a gate per process\"",
-		 g != NULL && g->path[0] ? g->path : dir, strerror(errno));
-	tb_log_error(why);
-	if (fd >= 0)
-		close_file(fd);
+	say(&said_unavailable, g != NULL ? g->name : "-", why,
+	    "a gate per process for this destination, and silently for any other whose shared "
+	    "gate fails too");
 	free(g);
 	errno = saved;
 	return NULL;
 }
 
-/* Tries every slot once, starting at the hint. Returns true with a slot locked on fd. */
+/*
+ * The file at the gate's name (st, just opened) is not the one this process uses: it was
+ * deleted and re-created. Moves the process to the file now at the name, keeping the old
+ * one's fd so that its slots still count. Returns true when st is that file (the caller
+ * may take slots through it), false when the caller must open the name again.
+ */
+static bool follow(struct tb_shared_gate *g, const struct stat *st)
+{
+	char why[400];
+	struct stat nst;
+	void *page;
+	bool ours = true;
+	int fd;
+
+	pthread_mutex_lock(&g->lock);
+	if (same_file(g, st))
+		goto out; /* another thread moved first */
+	fd = tb_gate_file_attach(g->name, &nst, &page, why, sizeof(why));
+	if (fd < 0) {
+		/* The slots (locks) live in the file the caller opened, so the cap holds; only
+		 * wake-ups and counters stay on the old page. */
+		say(&said_follow, g->name, why, "slots taken in the new file, wake-ups by polling");
+		goto out;
+	}
+	if (same_file(g, &nst)) {
+		tb_gate_file_close(fd); /* st was a deleted file opened before a move */
+		munmap(page, TB_GATE_PAGE);
+	} else {
+		if (g->old_fd >= 0)
+			tb_gate_file_close(g->old_fd); /* two deletions in a row: forget the oldest */
+		g->old_fd = g->fd;
+		g->fd = fd;
+		atomic_store(&g->dev, (uint64_t)nst.st_dev);
+		atomic_store(&g->ino, (uint64_t)nst.st_ino);
+		atomic_store(&g->page, (struct shm_page *)page);
+		atomic_store(&g->has_old, true);
+		say(NULL, g->name, "the gate file was removed by someone else",
+		    "using the file now at that name; slots held through the removed one count "
+		    "until closed");
+	}
+	ours = nst.st_dev == st->st_dev && nst.st_ino == st->st_ino;
+out:
+	pthread_mutex_unlock(&g->lock);
+	return ours;
+}
+
+/*
+ * A new description of the gate's current file, for one slot (created if someone removed
+ * it). Returns the fd, or -1 with a reason in why.
+ */
+static int open_current(struct tb_shared_gate *g, char *why, size_t whylen)
+{
+	struct stat st;
+
+	for (int tries = 0; tries < 4; tries++) {
+		int fd = tb_gate_file_open(g->name, &st, why, whylen);
+
+		if (fd < 0)
+			return -1;
+		if (same_file(g, &st) || follow(g, &st))
+			return fd;
+		tb_gate_file_close(fd);
+	}
+	snprintf(why, whylen, "the gate file keeps being replaced");
+	errno = EAGAIN;
+	return -1;
+}
+
+/* Slots still held through the deleted file, counted on the slow path only while there is
+ * one; once none are, it is forgotten. */
+static int old_held(struct tb_shared_gate *g)
+{
+	int n = 0;
+
+	if (!atomic_load(&g->has_old))
+		return 0;
+	pthread_mutex_lock(&g->lock);
+	if (g->old_fd >= 0) {
+		n = held_slots(g->old_fd, g->max);
+		if (n == 0) {
+			tb_gate_file_close(g->old_fd);
+			g->old_fd = -1;
+			atomic_store(&g->has_old, false);
+		}
+	}
+	pthread_mutex_unlock(&g->lock);
+	return n;
+}
+
+/* Tries every usable slot once, starting at the hint. Returns true with a slot locked on fd.
+ * While slots of a deleted file are held, only max minus their number are usable: every
+ * process that saw the deletion uses the lowest indices, so the total stays within max. */
 static bool try_slots(struct tb_shared_gate *g, int fd)
 {
-	unsigned start = atomic_load_explicit(&g->page->hint, memory_order_relaxed);
+	struct shm_page *page = atomic_load(&g->page);
+	int limit = g->max - old_held(g);
+	unsigned start = atomic_load_explicit(&page->hint, memory_order_relaxed);
 
-	for (int k = 0; k < g->max; k++) {
-		unsigned i = (start + (unsigned)k) % (unsigned)g->max;
+	for (int k = 0; k < limit; k++) {
+		unsigned i = (start + (unsigned)k) % (unsigned)limit;
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+				    .l_start = TB_GATE_SLOT_BASE + (off_t)i, .l_len = 1 };
 
-		if (lock_byte(fd, F_WRLCK, SLOT_BASE + (off_t)i, F_OFD_SETLK) == 0) {
-			atomic_store_explicit(&g->page->hint, (i + 1) % (unsigned)g->max,
+		if (tb_real.fcntl(fd, F_OFD_SETLK, &fl) == 0) {
+			atomic_store_explicit(&page->hint, (i + 1) % (unsigned)limit,
 					      memory_order_relaxed);
 			return true;
 		}
@@ -168,9 +281,13 @@ static bool try_slots(struct tb_shared_gate *g, int fd)
  * dies frees its seat too. Returns true with a seat locked on fd. */
 static bool take_seat(struct tb_shared_gate *g, int fd)
 {
-	for (int j = 0; j < g->max_pending; j++)
-		if (lock_byte(fd, F_WRLCK, SLOT_BASE + g->max + (off_t)j, F_OFD_SETLK) == 0)
+	for (int j = 0; j < g->max_pending; j++) {
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+				    .l_start = TB_GATE_SLOT_BASE + g->max + j, .l_len = 1 };
+
+		if (tb_real.fcntl(fd, F_OFD_SETLK, &fl) == 0)
 			return true;
+	}
 	return false;
 }
 
@@ -178,116 +295,145 @@ static bool take_seat(struct tb_shared_gate *g, int fd)
 static void leave_seat(struct tb_shared_gate *g, int fd)
 {
 	struct flock fl = { .l_type = F_UNLCK, .l_whence = SEEK_SET,
-			    .l_start = SLOT_BASE + g->max, .l_len = g->max_pending };
+			    .l_start = TB_GATE_SLOT_BASE + g->max, .l_len = g->max_pending };
 
 	tb_real.fcntl(fd, F_OFD_SETLK, &fl);
 }
 
-static void futex_wait_shared(atomic_uint *word, unsigned val, int64_t at)
+/* Waits until the word changes from val, a wake, or `at`. Returns 0, or EINTR when a
+ * signal handler ran (the caller gives up as a blocking connect would). */
+static int futex_wait_shared(atomic_uint *word, unsigned val, int64_t at)
 {
 	struct timespec ts = { at / TB_NS_PER_S, at % TB_NS_PER_S };
 
-	syscall(SYS_futex, word, FUTEX_WAIT_BITSET, val, &ts, NULL, FUTEX_BITSET_MATCH_ANY);
+	if (syscall(SYS_futex, word, FUTEX_WAIT_BITSET, val, &ts, NULL,
+		    FUTEX_BITSET_MATCH_ANY) < 0 && errno == EINTR)
+		return EINTR;
+	return 0;
 }
 
 int tb_shared_gate_acquire(struct tb_shared_gate *g, const struct tb_settings *set,
 			   bool nonblock, int fd, int64_t call_start, int64_t call_deadline,
 			   enum tb_phase *phase, int *slot_fd)
 {
-	int lfd = open_file(g->path, 0), saved = errno;
+	int saved = errno, lfd;
+	struct shm_page *page;
 	struct tb_expiry bound;
 	int64_t begin, now;
 	bool seated = false;
+	char why[400];
 
-	if (lfd < 0)
-		return 1; /* the gate file is out of reach (fd limit): go ungated, not broken */
+	lfd = open_current(g, why, sizeof(why));
+	if (lfd < 0) {
+		/* Out of fds, or the directory became unusable: ungated, not broken. */
+		say(&said_ungated, g->name, why, "connects that cannot reach their shared gate "
+		    "are not gated");
+		errno = saved;
+		return 1;
+	}
+	page = atomic_load(&g->page);
 	if (try_slots(g, lfd))
 		goto took;
 	if (nonblock && set->gate_nonblocking == TB_GATE_NB_FAIL) {
-		atomic_fetch_add(&g->page->rejected, 1);
+		atomic_fetch_add(&page->rejected, 1);
 		tb_log_reject(TB_PHASE_GATE, &g->dest, fd, "full");
 		goto refuse;
 	}
 	if (g->max_pending > 0) {
 		if (!take_seat(g, lfd)) {
-			atomic_fetch_add(&g->page->rejected, 1);
+			atomic_fetch_add(&page->rejected, 1);
 			tb_log_reject(TB_PHASE_GATE, &g->dest, fd, "max_pending");
 			goto refuse;
 		}
 		seated = true;
 	}
-	atomic_fetch_add(&g->page->pending, 1);
+	atomic_fetch_add(&page->pending, 1);
 	begin = tb_now();
 	bound = tb_gate_wait_bound(begin, set->acquire_ns, call_deadline);
 	for (;;) {
-		unsigned seq = atomic_load(&g->page->seq);
+		struct shm_page *cur = atomic_load(&g->page);
+		unsigned seq = atomic_load(&cur->seq);
 		int64_t until;
 
 		if (try_slots(g, lfd))
 			break;
 		now = tb_now();
 		if (now >= bound.at) {
-			atomic_fetch_sub(&g->page->pending, 1);
-			atomic_fetch_add(&g->page->timed_out, 1);
+			atomic_fetch_sub(&page->pending, 1);
+			atomic_fetch_add(&page->timed_out, 1);
+			tb_gate_file_close(lfd);
 			*phase = bound.phase;
-			if (bound.phase == TB_PHASE_DEADLINE)
-				tb_log_timeout(TB_PHASE_DEADLINE, &g->dest, fd, now - call_start,
-					       call_deadline - call_start, 0);
-			else
-				tb_log_timeout(TB_PHASE_GATE, &g->dest, fd, now - begin,
-					       set->acquire_ns, 0);
-			close_file(lfd);
-			errno = ETIMEDOUT;
-			return -1;
+			return tb_gates_timed_out(&g->dest, fd, set, bound.phase, begin, call_start,
+						  call_deadline);
 		}
 		/* Wake on a release here, or look again soon: a holder that died releases its
 		 * slot without bumping anything. */
 		until = now + POLL_NS < bound.at ? now + POLL_NS : bound.at;
-		futex_wait_shared(&g->page->seq, seq, until);
+		if (futex_wait_shared(&cur->seq, seq, until) == EINTR) {
+			atomic_fetch_sub(&page->pending, 1);
+			tb_gate_file_close(lfd); /* drops the seat with the description */
+			errno = EINTR;
+			return -1;
+		}
 	}
-	atomic_fetch_sub(&g->page->pending, 1);
+	atomic_fetch_sub(&page->pending, 1);
 	if (seated)
 		leave_seat(g, lfd);
 took:
-	atomic_fetch_add(&g->page->acquired, 1);
+	atomic_fetch_add(&page->acquired, 1);
 	*slot_fd = lfd;
 	errno = saved;
 	return 0;
 refuse:
-	close_file(lfd);
+	tb_gate_file_close(lfd);
 	errno = EAGAIN;
 	return -1;
 }
 
 void tb_shared_gate_release(struct tb_shared_gate *g, int slot_fd)
 {
-	close_file(slot_fd);
-	atomic_fetch_add(&g->page->seq, 1);
-	syscall(SYS_futex, &g->page->seq, FUTEX_WAKE, 1, NULL, NULL, 0);
+	struct shm_page *page = atomic_load(&g->page);
+
+	tb_gate_file_close(slot_fd);
+	atomic_fetch_add(&page->seq, 1);
+	syscall(SYS_futex, &page->seq, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
 void tb_shared_gate_counts(struct tb_shared_gate *g, long *leased, long *pending)
 {
-	int fd = open_file(g->path, 0);
-
-	*leased = 0;
-	*pending = atomic_load(&g->page->pending);
-	if (fd < 0)
-		return;
-	for (int i = 0; i < g->max; i++) {
-		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
-				    .l_start = SLOT_BASE + i, .l_len = 1 };
-
-		if (tb_real.fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK)
-			(*leased)++;
-	}
-	close_file(fd);
+	pthread_mutex_lock(&g->lock);
+	*leased = held_slots(g->fd, g->max);
+	if (g->old_fd >= 0)
+		*leased += held_slots(g->old_fd, g->max);
+	pthread_mutex_unlock(&g->lock);
+	*pending = atomic_load(&atomic_load(&g->page)->pending);
 }
 
 void tb_shared_gate_stats(struct tb_shared_gate *g, unsigned long *acquired,
 			  unsigned long *timed_out, unsigned long *rejected)
 {
-	*acquired = atomic_load(&g->page->acquired);
-	*timed_out = atomic_load(&g->page->timed_out);
-	*rejected = atomic_load(&g->page->rejected);
+	struct shm_page *page = atomic_load(&g->page);
+
+	*acquired = atomic_load(&page->acquired);
+	*timed_out = atomic_load(&page->timed_out);
+	*rejected = atomic_load(&page->rejected);
+}
+
+void tb_shared_gate_fork_child(void)
+{
+	pthread_mutex_init(&list_lock, NULL);
+	tb_gate_file_fork_child();
+	for (struct tb_shared_gate *g = gates; g != NULL; g = g->next) {
+		int fd = tb_gate_file_reopen(g->fd);
+
+		pthread_mutex_init(&g->lock, NULL);
+		/* A use lock of the child's own: the parent's exit must not see the child's use
+		 * through a description they share, nor the child's exit the parent's. Failing
+		 * that (no /proc), the child shares the parent's: if the parent removes the file
+		 * at exit, the child follows to a new one at its next connect. */
+		if (fd >= 0) {
+			tb_gate_file_close(g->fd);
+			g->fd = fd;
+		}
+	}
 }

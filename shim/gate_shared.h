@@ -12,13 +12,16 @@
 
 struct tb_shared_gate;
 
-/* Opens (creating if needed) the shared gate of d for set's size. NULL on failure, after
- * one log line saying why (the destination then gets this process's own gate). */
+/* Opens (creating if needed) the shared gate of d for set's size. NULL on failure (the
+ * destination then gets this process's own gate); the first failure in a process is logged
+ * with its reason (full /dev/shm, a directory someone else owns, ...). */
 struct tb_shared_gate *tb_shared_gate_open(const struct tb_dest *d, const struct tb_settings *set);
 
 /*
- * Takes a slot for fd; same contract as tb_gates_acquire, and 1 when the gate file cannot
- * be opened (the connect then goes ungated). On success *slot_fd is the fd
+ * Takes a slot for fd; same contract as tb_gates_acquire (EINTR included), and 1 when the
+ * gate file cannot be opened (the connect then goes ungated; said once in the log). A gate
+ * file deleted by someone else is re-created, and the process moves to it (slots held
+ * through the deleted one still count until closed). On success *slot_fd is the fd
  * whose lock holds the slot: closing it (from every process holding a copy) gives the
  * slot back, and so does the death of every holder, with no one's help.
  */
@@ -32,7 +35,12 @@ void tb_shared_gate_release(struct tb_shared_gate *g, int slot_fd);
 /* Counts slots held and callers waiting, across all processes, by probing the locks. */
 void tb_shared_gate_counts(struct tb_shared_gate *g, long *leased, long *pending);
 
+/* acquired, timed_out and rejected since the gate file was created (all processes). */
 void tb_shared_gate_stats(struct tb_shared_gate *g, unsigned long *acquired,
 			  unsigned long *timed_out, unsigned long *rejected);
+
+/* Forked child: gives the child a use lock of its own on every gate file (so neither
+ * process's exit removes a file the other still uses) and resets the locks. */
+void tb_shared_gate_fork_child(void);
 
 #endif

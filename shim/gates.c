@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <linux/futex.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -19,6 +20,8 @@
 
 static _Atomic(struct tb_gate *) table[TABLE_SIZE];
 static pthread_mutex_t insert_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool table_full;          /* said once: later destinations go ungated */
+static atomic_ulong ungated_connects;   /* connects that found no room in the table */
 
 static unsigned hash_dest(const struct tb_dest *d)
 {
@@ -43,6 +46,8 @@ struct tb_gate *tb_gates_get(const struct tb_dest *d, const struct tb_settings *
 		if (tb_dest_equal(&g->dest, d))
 			return g;
 	}
+	if (g != NULL)
+		goto full; /* entries are never removed: a table seen full stays full */
 	pthread_mutex_lock(&insert_lock);
 	i = hash_dest(d);
 	for (unsigned n = 0; n < TABLE_SIZE; n++, i = (i + 1) & (TABLE_SIZE - 1)) {
@@ -60,7 +65,15 @@ struct tb_gate *tb_gates_get(const struct tb_dest *d, const struct tb_settings *
 			goto out;
 		}
 	}
-	g = NULL;
+	pthread_mutex_unlock(&insert_lock);
+full:
+	/* The table is fixed so that lookups stay lock-free; past it, ungated beats failing. */
+	atomic_fetch_add_explicit(&ungated_connects, 1, memory_order_relaxed);
+	if (!atomic_exchange(&table_full, true))
+		tb_log_error("event=error what=gate_table error=\"more than 4096 destinations\" "
+			     "effect=\"connects to further destinations are not gated (counted in "
+			     "the exit summary)\"");
+	return NULL;
 out:
 	pthread_mutex_unlock(&insert_lock);
 	return g;
@@ -134,15 +147,24 @@ int tb_gates_acquire(struct tb_gate *g, const struct tb_settings *set, bool nonb
 		}
 		atomic_fetch_add_explicit(&g->timed_out, 1, memory_order_relaxed);
 		*phase = bound.phase;
-		if (bound.phase == TB_PHASE_DEADLINE)
-			tb_log_timeout(TB_PHASE_DEADLINE, &g->dest, fd, tb_now() - call_start,
-				       call_deadline - call_start, 0);
-		else
-			tb_log_timeout(TB_PHASE_GATE, &g->dest, fd, tb_now() - begin,
-				       set->acquire_ns, 0);
-		errno = ETIMEDOUT;
-		return -1;
+		return tb_gates_timed_out(&g->dest, fd, set, bound.phase, begin, call_start,
+					  call_deadline);
 	}
+}
+
+int tb_gates_timed_out(const struct tb_dest *d, int fd, const struct tb_settings *set,
+		       enum tb_phase phase, int64_t begin, int64_t call_start,
+		       int64_t call_deadline)
+{
+	int64_t now = tb_now();
+
+	if (phase == TB_PHASE_DEADLINE)
+		tb_log_timeout(TB_PHASE_DEADLINE, d, fd, now - call_start,
+			       call_deadline - call_start, 0);
+	else
+		tb_log_timeout(TB_PHASE_GATE, d, fd, now - begin, set->acquire_ns, 0);
+	errno = ETIMEDOUT;
+	return -1;
 }
 
 void tb_gates_release(struct tb_gate *g, int slot_fd)
@@ -164,6 +186,7 @@ void tb_gates_release(struct tb_gate *g, int slot_fd)
 void tb_gates_fork_child(void)
 {
 	pthread_mutex_init(&insert_lock, NULL);
+	tb_shared_gate_fork_child();
 	for (unsigned i = 0; i < TABLE_SIZE; i++) {
 		struct tb_gate *g = atomic_load(&table[i]);
 
@@ -193,5 +216,13 @@ void tb_gates_summary(void)
 			rejected = atomic_load(&g->rejected);
 		}
 		tb_log_gate(&g->dest, leased, pending, g->max, acquired, timed_out, rejected);
+	}
+	if (atomic_load(&ungated_connects) > 0) {
+		char body[160];
+
+		snprintf(body, sizeof(body), "event=error what=gate_table error=\"more than %d "
+			 "destinations\" ungated_connects=%lu", TABLE_SIZE,
+			 atomic_load(&ungated_connects));
+		tb_log_error(body);
 	}
 }

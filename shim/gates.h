@@ -11,7 +11,9 @@
 #include "settings.h"
 
 /* The gate of destination d, created on first use with set's size. NULL when the table is
- * full or memory is short (the destination then goes ungated rather than failing). */
+ * full (4,096 destinations per process: the first ungated destination is logged, and the
+ * exit summary counts the ungated connects) or memory is short: the destination then goes
+ * ungated rather than failing. */
 struct tb_gate *tb_gates_get(const struct tb_dest *d, const struct tb_settings *set);
 
 /*
@@ -29,6 +31,13 @@ int tb_gates_acquire(struct tb_gate *g, const struct tb_settings *set, bool nonb
 		     int64_t call_start, int64_t call_deadline, enum tb_phase *phase,
 		     int *slot_fd);
 
+/* The end of a wait that ran out: logs event=timeout (phase gate, or deadline when the
+ * call's deadline was the nearer bound, with the elapsed time counted from the matching
+ * start) and returns -1 with errno ETIMEDOUT. Shared by both kinds of gate. */
+int tb_gates_timed_out(const struct tb_dest *d, int fd, const struct tb_settings *set,
+		       enum tb_phase phase, int64_t begin, int64_t call_start,
+		       int64_t call_deadline);
+
 /* Gives a slot back, waking exactly the oldest waiter if there is one. slot_fd is what
  * tb_gates_acquire stored (-1 for a gate of this process alone). */
 void tb_gates_release(struct tb_gate *g, int slot_fd);
@@ -37,7 +46,8 @@ void tb_gates_release(struct tb_gate *g, int slot_fd);
 void tb_gates_fork_child(void);
 
 /* One event=gate line per destination (leased, pending, max, acquired, timed_out,
- * rejected): printed at exit when TIMEBOX_LOG_LEVEL=info. */
+ * rejected), and one line counting connects left ungated by a full table if any: printed
+ * at exit when TIMEBOX_LOG_LEVEL=info. */
 void tb_gates_summary(void);
 
 #endif

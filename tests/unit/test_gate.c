@@ -474,6 +474,47 @@ static void test_wait_bound_saturates(void **state)
 	assert_int_equal(e.phase, TB_PHASE_DEADLINE);
 }
 
+static void test_file_name_ipv4_and_ipv6(void **state)
+{
+	struct tb_dest d4 = dest_v4("127.0.0.1", 8080), d6 = { .family = AF_INET6, .port = 8080 };
+	char buf[96];
+
+	(void)state;
+	d6.addr[15] = 1;
+	assert_int_equal(tb_gate_file_name(&d4, 5, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "gate-127.0.0.1_8080-max5");
+	assert_int_equal(tb_gate_file_name(&d6, 30, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "gate-___1__8080-max30");
+}
+
+/* Two unix paths (different hashes) get two files; the size is part of the name. */
+static void test_file_name_unix_by_path_hash(void **state)
+{
+	struct tb_dest a = { .family = AF_UNIX }, b = { .family = AF_UNIX };
+	char na[96], nb[96];
+
+	(void)state;
+	for (int i = 0; i < 16; i++) {
+		a.addr[i] = (uint8_t)(0xa0 + i);
+		b.addr[i] = (uint8_t)(0xa0 + i);
+	}
+	b.addr[15] ^= 1;
+	assert_int_equal(tb_gate_file_name(&a, 1, na, sizeof(na)), 0);
+	assert_int_equal(tb_gate_file_name(&b, 1, nb, sizeof(nb)), 0);
+	assert_string_equal(na, "gate-unix-a0a1a2a3a4a5a6a7a8a9aaabacadaeaf-max1");
+	assert_string_not_equal(na, nb);
+}
+
+static void test_file_name_refuses_short_buffer_and_no_family(void **state)
+{
+	struct tb_dest d = dest_v4("127.0.0.1", 8080), none = { 0 };
+	char buf[96];
+
+	(void)state;
+	assert_int_equal(tb_gate_file_name(&d, 5, buf, 10), -1);
+	assert_int_equal(tb_gate_file_name(&none, 5, buf, sizeof(buf)), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -498,6 +539,9 @@ int main(void)
 		cmocka_unit_test(test_wait_bound_tie_is_deadline),
 		cmocka_unit_test(test_wait_bound_unbounded),
 		cmocka_unit_test(test_wait_bound_saturates),
+		cmocka_unit_test(test_file_name_ipv4_and_ipv6),
+		cmocka_unit_test(test_file_name_unix_by_path_hash),
+		cmocka_unit_test(test_file_name_refuses_short_buffer_and_no_family),
 	};
 
 	return cmocka_run_group_tests_name("gate", tests, NULL, NULL);
