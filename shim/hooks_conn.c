@@ -21,7 +21,7 @@
  * see it (glibc-internal close in fclose, a raw syscall): forget it before reuse. */
 static void forget_stale(int fd)
 {
-	struct tb_sock *s = tb_fd_take(fd);
+	struct tb_sock *s = tb_foreign_process() ? NULL : tb_fd_take(fd);
 
 	if (s != NULL)
 		tb_sock_unref(s);
@@ -174,6 +174,8 @@ TB_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	struct tb_sock *s;
 
 	tb_init();
+	if (TB_UNLIKELY(tb_foreign_process())) /* a vfork child: its parent's tables, not its own */
+		return tb_real.connect(fd, sa, len);
 	s = tb_fd_sock(fd);
 	if (s != NULL) {
 		uint32_t st = TB_ST(tb_sock_word(s));
