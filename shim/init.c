@@ -102,7 +102,6 @@ static void init_once_fn(void)
 	errors += tb_configure(&tb_cfg, strict || tb_cfg.strict, &file_strict);
 	if (errors > 0 && (strict || tb_cfg.strict || file_strict))
 		_exit(2);
-	tb_thread_setup(tb_cfg.scope);
 	if (tb_configure_learning())
 		register_fork_handlers(); /* the resolver hooks learn even when nothing is governed */
 	if (!tb_settings_any_limit(&tb_cfg) && !tb_configure_any_limit())
@@ -127,6 +126,9 @@ static void init_once_fn(void)
 			tb_real.close(fd);
 	}
 	tb_budget_open_process(&tb_proc_budget, &tb_cfg, tb_now());
+	/* Only a governing process records its id: elsewhere nothing is tracked, and
+	 * tb_foreign_process() answers without a system call. */
+	tb_thread_setup(tb_cfg.scope);
 	register_fork_handlers();
 	if (tb_cfg.log_level == TB_LOG_LEVEL_INFO)
 		atexit(at_exit);
