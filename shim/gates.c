@@ -14,7 +14,6 @@
 #include "clock.h"
 #include "gate_shared.h"
 #include "log.h"
-#include "stale.h"
 
 #define TABLE_SIZE 4096 /* destinations with a gate, per process */
 
@@ -99,7 +98,6 @@ int tb_gates_acquire(struct tb_gate *g, const struct tb_settings *set, bool nonb
 					      call_deadline, phase, slot_fd);
 	if (tb_gate_try_acquire(g))
 		return 0;
-	tb_stale_sweep_gate(g); /* full: first give back the slots of sockets closed unseen */
 	if (nonblock && set->gate_nonblocking == TB_GATE_NB_FAIL) {
 		atomic_fetch_add_explicit(&g->rejected, 1, memory_order_relaxed);
 		tb_log_reject(TB_PHASE_GATE, &g->dest, fd, "full");

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "real.h"
 #include "sock.h"
+#include "stale.h"
 #include "xfer.h"
 
 /* A slot still set for a new fd means its previous socket was closed where we could not
@@ -136,6 +137,7 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len)
 	if (set->max_conns > 0 && (gate = tb_gates_get(&d, set)) != NULL) {
 		enum tb_phase phase = TB_PHASE_GATE;
 
+		tb_stale_sweep_gate(gate); /* full: first take back slots of sockets closed unseen */
 		got = tb_gates_acquire(gate, set, nonblock, fd, start, deadline, &phase, &slot_fd);
 		if (got > 0)
 			gate = NULL; /* the shared gate is out of reach: ungated */

@@ -7,7 +7,7 @@
 
 #include "clock.h"
 #include "fdtable.h"
-#include "gates.h"
+#include "gate.h"
 #include "sock.h"
 #include "thread.h"
 #include "xfer.h"

@@ -11,9 +11,9 @@
 #include "clock.h"
 #include "fdtable.h"
 #include "hooks.h"
-#include "init.h"
 #include "log.h"
 #include "real.h"
+#include "thread.h"
 
 int tb_xfer_timed_out(struct tb_sock *s)
 {
