@@ -10,7 +10,8 @@
 
 extern struct tb_budget tb_proc_budget; /* scope=process */
 
-/* At start-up: the scope that picks the budget, and this process's id. */
+/* At start-up of a governing process: the scope that picks the budget, and this process's
+ * id (until then tb_budget_here() is the thread's budget and nothing is foreign). */
 void tb_thread_setup(enum tb_scope scope);
 
 /* The calling thread's kernel id, cached per thread (one gettid() per thread lifetime). */
