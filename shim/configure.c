@@ -3,6 +3,7 @@
 #include "configure.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,9 +19,13 @@
 const struct tb_config *tb_conf;
 
 /* The learned names. A mutex is fine here: lookups happen in getaddrinfo and connect, which
- * are system calls' worth of work anyway, never in read/write. */
+ * are system calls' worth of work anyway, never in read/write. Two rules keep it from ever
+ * deadlocking: signals are blocked while it is held (POSIX lets a signal handler call
+ * connect, and a handler that interrupted its own thread inside getaddrinfo would wait for
+ * itself), and fork takes it first and lets go on both sides (see init.c). */
 static struct tb_names names;
 static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
+static sigset_t fork_saved_mask; /* the forking thread's mask; written under names_lock */
 
 #define MAX_REPORTED 16
 
@@ -131,11 +136,54 @@ bool tb_configure_learning(void)
 	return tb_conf != NULL && tb_conf->has_host_rules;
 }
 
+/* Takes names_lock with every signal blocked, saving the caller's mask in *old. Two
+ * rt_sigprocmask calls: cheap beside the lookup or the connect that needs the table. */
+static void names_enter(sigset_t *old)
+{
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, old);
+	pthread_mutex_lock(&names_lock);
+}
+
+static void names_leave(const sigset_t *old)
+{
+	pthread_mutex_unlock(&names_lock);
+	pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
 void tb_configure_learn(const char *name, int family, const void *addr)
 {
-	pthread_mutex_lock(&names_lock);
+	sigset_t old;
+
+	names_enter(&old);
 	tb_names_learn(&names, name, family, addr);
-	pthread_mutex_unlock(&names_lock);
+	names_leave(&old);
+}
+
+void tb_configure_fork_prepare(void)
+{
+	sigset_t old;
+
+	names_enter(&old);
+	fork_saved_mask = old;
+}
+
+void tb_configure_fork_parent(void)
+{
+	sigset_t old = fork_saved_mask;
+
+	names_leave(&old);
+}
+
+void tb_configure_fork_child(void)
+{
+	sigset_t old = fork_saved_mask;
+
+	/* The table is whole (we held the lock across fork); a fresh mutex is unlocked. */
+	pthread_mutex_init(&names_lock, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* 128 bits of FNV-1a over the path: two unix sockets share a destination (a gate, a retry
@@ -201,9 +249,11 @@ const struct tb_settings *tb_configure_governing(const struct sockaddr *sa, sock
 		return NULL;
 	t.dest = d;
 	if (tb_conf->has_host_rules) {
-		pthread_mutex_lock(&names_lock);
+		sigset_t old;
+
+		names_enter(&old);
 		t.nnames = tb_names_lookup(&names, d, found, TB_NAMES_PER_ADDR);
-		pthread_mutex_unlock(&names_lock);
+		names_leave(&old);
 		for (size_t i = 0; i < t.nnames; i++)
 			ptrs[i] = found[i];
 	}

@@ -35,7 +35,14 @@ const struct tb_settings *tb_configure_governing(const struct sockaddr *sa, sock
 /* True when some rule names a hostname: the resolver hooks then remember what they see. */
 bool tb_configure_learning(void);
 
-/* Remembers that name resolved to addr (family AF_INET or AF_INET6). Thread-safe. */
+/* Remembers that name resolved to addr (family AF_INET or AF_INET6). Thread-safe, and safe
+ * against a signal handler that connects (signals are blocked while the table is locked). */
 void tb_configure_learn(const char *name, int family, const void *addr);
+
+/* pthread_atfork handlers for the learned names (registered by init.c): prepare takes the
+ * table's lock with signals blocked, parent and child let go of it and restore the mask. */
+void tb_configure_fork_prepare(void);
+void tb_configure_fork_parent(void);
+void tb_configure_fork_child(void);
 
 #endif

@@ -40,18 +40,40 @@ int tb_fdtable_init(void)
 	return 0;
 }
 
+static void raise_hiwater(int fd)
+{
+	int hi = atomic_load_explicit(&tb_fd_hiwater, memory_order_relaxed);
+
+	while (fd > hi && !atomic_compare_exchange_weak(&tb_fd_hiwater, &hi, fd))
+		;
+}
+
 bool tb_fd_set(int fd, struct tb_sock *s)
 {
-	int hi;
-
 	if (fd < 0 || fd >= atomic_load_explicit(&tb_fd_cap, memory_order_relaxed))
 		return false;
 	atomic_store_explicit(&tb_fdtab[fd], s, memory_order_release);
-	hi = atomic_load_explicit(&tb_fd_hiwater, memory_order_relaxed);
-	while (s != NULL && fd > hi &&
-	       !atomic_compare_exchange_weak(&tb_fd_hiwater, &hi, fd))
-		;
+	if (s != NULL)
+		raise_hiwater(fd);
 	return true;
+}
+
+bool tb_fd_swap(int fd, struct tb_sock *s, struct tb_sock **old)
+{
+	*old = NULL;
+	if (fd < 0 || fd >= atomic_load_explicit(&tb_fd_cap, memory_order_relaxed))
+		return false;
+	*old = atomic_exchange(&tb_fdtab[fd], s);
+	if (s != NULL)
+		raise_hiwater(fd);
+	return true;
+}
+
+bool tb_fd_take_if(int fd, struct tb_sock *s)
+{
+	if (fd < 0 || fd >= atomic_load_explicit(&tb_fd_cap, memory_order_relaxed) || s == NULL)
+		return false;
+	return atomic_compare_exchange_strong(&tb_fdtab[fd], &s, NULL);
 }
 
 struct tb_sock *tb_fd_take(int fd)

@@ -32,6 +32,14 @@ bool tb_fd_set(int fd, struct tb_sock *s);
 /* Untracks fd and returns what it referred to (one caller wins a race to close). */
 struct tb_sock *tb_fd_take(int fd);
 
+/* Untracks fd only if it still refers to s: for a slot found stale, which a concurrent close
+ * or connect may have changed meanwhile. Returns true when this call untracked it. */
+bool tb_fd_take_if(int fd, struct tb_sock *s);
+
+/* Points fd at s (NULL untracks) and stores in *old what it referred to before, which the
+ * caller now owns. Returns false, changing nothing, when fd is outside the table. */
+bool tb_fd_swap(int fd, struct tb_sock *s, struct tb_sock **old);
+
 /* Internal fds (the log file, gate slot locks): the program's close, close_range and
  * dup2 must not take them from us. */
 void tb_fd_mark_internal(int fd);

@@ -16,13 +16,14 @@
 #include "real.h"
 #include "sock.h"
 #include "waits.h"
+#include "stale.h"
 #include "xfer.h"
 
 /* A slot still set for a new fd means its previous socket was closed where we could not
  * see it (glibc-internal close in fclose, a raw syscall): forget it before reuse. */
 static void forget_stale(int fd)
 {
-	struct tb_sock *s = tb_fd_take(fd);
+	struct tb_sock *s = tb_foreign_process() ? NULL : tb_fd_take(fd);
 
 	if (s != NULL)
 		tb_sock_unref(s);
@@ -146,6 +147,7 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len, ui
 	if (set->max_conns > 0 && (gate = tb_gates_get(&d, set)) != NULL) {
 		enum tb_phase phase = TB_PHASE_GATE;
 
+		tb_stale_sweep_gate(gate); /* full: first take back slots of sockets closed unseen */
 		got = tb_gates_acquire(gate, set, nonblock, fd, start, deadline, &phase, &slot_fd);
 		if (got > 0)
 			gate = NULL; /* the shared gate is out of reach: ungated */
@@ -196,6 +198,8 @@ TB_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 
 	tb_init();
+	if (TB_UNLIKELY(tb_foreign_process())) /* a vfork child: its parent's tables, not its own */
+		return tb_real.connect(fd, sa, len);
 	s = tb_fd_sock(fd);
 	if (s != NULL) {
 		uint32_t st = TB_ST(tb_sock_word(s));

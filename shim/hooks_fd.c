@@ -1,6 +1,12 @@
-/* hooks_fd.c - fd lifetime: close, close_range, dup*, fcntl (F_DUPFD*, F_SETFL), ioctl
- * (FIONBIO) and fclose. Keeps the fd table exact so a slot never outlives its socket, and
- * keeps the program from closing timebox's own fds. */
+/* hooks_fd.c - fd lifetime: close, close_range, closefrom, dup*, fcntl (F_DUPFD*, F_SETFL),
+ * ioctl (FIONBIO) and fclose. Keeps the fd table exact so a slot never outlives its socket,
+ * and keeps the program from closing timebox's own fds.
+ *
+ * Every path that changes the table first asks tb_foreign_process(): a vfork child (CPython's
+ * subprocess closes every fd >= 3 with close_range between vfork and exec; posix_spawn and
+ * JDK's VFORK launch clone the same way) shares its parent's memory but has its own fd
+ * table, so it is passed straight to libc and changes nothing of the parent's. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -11,10 +17,10 @@
 
 #include "fdtable.h"
 #include "hooks.h"
-#include "init.h"
 #include "log.h"
 #include "real.h"
 #include "sock.h"
+#include "thread.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -51,16 +57,27 @@ static void quiesce(struct tb_sock *s)
 		sched_yield();
 }
 
-/* newfd now refers to what oldfd refers to. */
+/*
+ * The kernel just handed out newfd as a copy of oldfd: newfd refers to oldfd's socket, if
+ * any, and to nothing it referred to before (a socket still recorded there was closed
+ * unseen, by a raw close system call: keeping it would leak that reference, and with it a
+ * gate slot, for good). Callers check first that one of the two is tracked.
+ */
 static void duplicate(int oldfd, int newfd)
 {
-	struct tb_sock *s = tb_fd_sock(oldfd);
+	struct tb_sock *s, *old;
 
-	if (s == NULL || newfd < 0)
+	if (newfd < 0 || tb_foreign_process())
 		return;
-	tb_sock_ref(s);
-	if (!tb_fd_set(newfd, s))
-		tb_sock_unref(s);
+	s = tb_fd_sock(oldfd);
+	if (s != NULL)
+		tb_sock_ref(s);
+	if (!tb_fd_swap(newfd, s, &old)) {
+		if (s != NULL)
+			tb_sock_unref(s);
+		return;
+	}
+	drop(old);
 }
 
 /* The program is about to dup2/dup3 over one of our fds: move ours out of the way first. */
@@ -79,22 +96,35 @@ static void evacuate(int fd)
 	tb_sock_slot_fd_moved(fd, moved);
 }
 
+static TB_SLOW int close_tracked(int fd)
+{
+	struct tb_sock *s;
+	int r;
+
+	if (tb_foreign_process())
+		return tb_real.close(fd);
+	s = detach(fd);
+	quiesce(s);
+	r = tb_real.close(fd);
+	drop(s);
+	return r;
+}
+
+/* Ours: the program never opened it, so pretend it is gone. A vfork child closes its own
+ * copy (the parent's stays open, and so does a shared gate's lock on it). */
+static TB_SLOW int close_internal(int fd)
+{
+	return tb_foreign_process() ? tb_real.close(fd) : 0;
+}
+
 TB_EXPORT int close(int fd)
 {
 	if (TB_LIKELY(tb_fd_sock(fd) == NULL)) {
 		if (TB_UNLIKELY(tb_fd_is_internal(fd)))
-			return 0; /* ours: the program never opened it, pretend it is gone */
+			return close_internal(fd);
 		return tb_real.close(fd);
 	}
-	{
-		struct tb_sock *s = detach(fd);
-		int r;
-
-		quiesce(s);
-		r = tb_real.close(fd);
-		drop(s);
-		return r;
-	}
+	return close_tracked(fd);
 }
 
 /* close_range over [lo, hi], skipping our internal fds. */
@@ -114,15 +144,11 @@ static int close_span(unsigned lo, unsigned hi, int flags)
 	return tb_real.close_range(lo, hi, flags);
 }
 
-TB_EXPORT int close_range(unsigned first, unsigned last, int flags)
+/* close_range for the process timebox set up: untracks what closes, skips our own fds. */
+static int close_range_own(unsigned first, unsigned last, int flags)
 {
 	unsigned lo = first;
 	int rc = 0, ihi = atomic_load(&tb_fd_internal_hiwater);
-
-	if (flags & CLOSE_RANGE_CLOEXEC)
-		return tb_real.close_range(first, last, flags); /* nothing closes before exec */
-	if (first > last)
-		return tb_real.close_range(first, last, flags);
 
 	for (unsigned fd = first; ihi >= 0 && fd <= last && fd <= (unsigned)ihi; fd++) {
 		if (!tb_fd_is_internal((int)fd))
@@ -138,11 +164,46 @@ TB_EXPORT int close_range(unsigned first, unsigned last, int flags)
 	return rc;
 }
 
+TB_EXPORT int close_range(unsigned first, unsigned last, int flags)
+{
+	if (flags & CLOSE_RANGE_CLOEXEC)
+		return tb_real.close_range(first, last, flags); /* nothing closes before exec */
+	if (first > last || tb_foreign_process())
+		return tb_real.close_range(first, last, flags);
+	return close_range_own(first, last, flags);
+}
+
+/* closefrom (glibc 2.34+) closes inside libc, out of our sight: bound here, at load time, so
+ * that a vfork child never runs dlsym on its parent's memory. */
+static void (*real_closefrom)(int);
+
+__attribute__((constructor)) static void bind_closefrom(void)
+{
+	*(void **)&real_closefrom = dlsym(RTLD_NEXT, "closefrom");
+}
+
+/* Interposed so the sockets it closes are untracked (their gate slots come back) and our
+ * own fds - the log file, shared-gate locks - stay open. A kernel without close_range
+ * (before 5.9) gets glibc's own closefrom, which closes ours too. */
+TB_EXPORT void closefrom(int lowfd)
+{
+	unsigned lo = lowfd > 0 ? (unsigned)lowfd : 0;
+	int saved = errno;
+
+	if (!tb_foreign_process() && close_range_own(lo, ~0U, 0) == 0) {
+		errno = saved;
+		return;
+	}
+	errno = saved;
+	if (real_closefrom != NULL)
+		real_closefrom(lowfd);
+}
+
 TB_EXPORT int dup(int fd)
 {
 	int nfd = tb_real.dup(fd);
 
-	if (nfd >= 0 && TB_UNLIKELY(tb_fd_sock(fd) != NULL))
+	if (nfd >= 0 && TB_UNLIKELY(tb_fd_sock(fd) != NULL || tb_fd_sock(nfd) != NULL))
 		duplicate(fd, nfd);
 	return nfd;
 }
@@ -153,6 +214,8 @@ static int dup_onto(int oldfd, int newfd, int flags, bool is_dup3)
 	struct tb_sock *gone;
 	int r;
 
+	if (tb_foreign_process())
+		return is_dup3 ? tb_real.dup3(oldfd, newfd, flags) : tb_real.dup2(oldfd, newfd);
 	evacuate(newfd);
 	gone = detach(newfd);
 	quiesce(gone);
@@ -163,35 +226,47 @@ static int dup_onto(int oldfd, int newfd, int flags, bool is_dup3)
 		return r;
 	}
 	drop(gone);
-	duplicate(oldfd, newfd);
+	if (tb_fd_sock(oldfd) != NULL)
+		duplicate(oldfd, newfd);
 	return r;
+}
+
+/* Neither end is ours: libc alone. */
+static bool untouched(int oldfd, int newfd)
+{
+	return tb_fd_sock(oldfd) == NULL && tb_fd_sock(newfd) == NULL &&
+	       !tb_fd_is_internal(newfd);
 }
 
 TB_EXPORT int dup2(int oldfd, int newfd)
 {
-	if (oldfd == newfd)
+	/* dup2(fd, fd) only checks fd: the socket keeps its one reference. */
+	if (oldfd == newfd || TB_LIKELY(untouched(oldfd, newfd)))
 		return tb_real.dup2(oldfd, newfd);
 	return dup_onto(oldfd, newfd, 0, false);
 }
 
 TB_EXPORT int dup3(int oldfd, int newfd, int flags)
 {
-	if (oldfd == newfd)
-		return tb_real.dup3(oldfd, newfd, flags); /* EINVAL */
+	if (oldfd == newfd || TB_LIKELY(untouched(oldfd, newfd)))
+		return tb_real.dup3(oldfd, newfd, flags); /* oldfd == newfd: EINVAL */
 	return dup_onto(oldfd, newfd, flags, true);
 }
 
-/* After a successful fcntl on a governed fd: duplicates and O_NONBLOCK changes. */
+/* After a successful fcntl: duplicates, and O_NONBLOCK changes of a governed fd (the open
+ * file description is shared, so a vfork child's change is its parent's too). */
 static void fcntl_after(int fd, int cmd, void *arg, int r)
 {
 	struct tb_sock *s = tb_fd_sock(fd);
 
-	if (s == NULL || r < 0)
+	if (r < 0)
 		return;
-	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
-		duplicate(fd, r);
-	else if (cmd == F_SETFL)
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
+		if (s != NULL || tb_fd_sock(r) != NULL)
+			duplicate(fd, r);
+	} else if (cmd == F_SETFL && s != NULL) {
 		atomic_store(&s->nonblock, ((long)arg & O_NONBLOCK) != 0);
+	}
 }
 
 /* fcntl and fcntl64: forward, then follow duplicates and O_NONBLOCK changes. The optional
@@ -200,7 +275,8 @@ static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *arg)
 {
 	int r = real(fd, cmd, arg);
 
-	if (TB_UNLIKELY(tb_fd_sock(fd) != NULL))
+	if (TB_UNLIKELY(tb_fd_sock(fd) != NULL) ||
+	    ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && TB_UNLIKELY(tb_fd_sock(r) != NULL)))
 		fcntl_after(fd, cmd, arg, r);
 	return r;
 }
@@ -253,7 +329,7 @@ TB_EXPORT int fclose(FILE *f)
 	struct tb_sock *s = NULL;
 	int r;
 
-	if (fd >= 0 && TB_UNLIKELY(tb_fd_sock(fd) != NULL)) {
+	if (fd >= 0 && TB_UNLIKELY(tb_fd_sock(fd) != NULL) && !tb_foreign_process()) {
 		s = detach(fd);
 		quiesce(s);
 	}

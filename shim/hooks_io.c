@@ -1,5 +1,6 @@
 /* hooks_io.c - the data-moving entry points: read/write, recv/send and their relatives,
  * and the FORTIFY variants. Each is: untracked fd -> libc at once; else xfer begin/end. */
+#include <errno.h>
 #include <limits.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -8,6 +9,7 @@
 #include "fdtable.h"
 #include "hooks.h"
 #include "real.h"
+#include "stale.h"
 #include "xfer.h"
 
 /* glibc's fortify failure handler; aborts with "buffer overflow detected". */
@@ -54,10 +56,30 @@ TB_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 	return read(fd, buf, n);
 }
 
+/*
+ * write/writev made as send/sendmsg (for MSG_NOSIGNAL). ENOTSOCK: the number was closed
+ * unseen (a raw close system call) and now names a file or a pipe, so the slot is stale:
+ * drop it and make the program's own call.
+ */
+#define GOVERNED_WRITE(send_call, own_call)                                                 \
+	do {                                                                                \
+		struct tb_xfer x_;                                                          \
+		ssize_t r_;                                                                 \
+		if (tb_xfer_begin(&x_, s, fd, TB_WR, false) < 0)                            \
+			return -1;                                                          \
+		x_.sigpipe = true;                                                          \
+		r_ = (send_call);                                                           \
+		if (TB_UNLIKELY(r_ < 0 && errno == ENOTSOCK)) {                             \
+			tb_stale_abandon(&x_);                                              \
+			return (own_call);                                                  \
+		}                                                                           \
+		return tb_xfer_end(&x_, r_);                                                \
+	} while (0)
+
 static TB_SLOW ssize_t governed_write(struct tb_sock *s, int fd, const void *buf, size_t n)
 {
 	/* write(2) on a connected stream socket is send(2) with no flags. */
-	GOVERNED(TB_WR, false, true, tb_real.send(fd, buf, n, MSG_NOSIGNAL));
+	GOVERNED_WRITE(tb_real.send(fd, buf, n, MSG_NOSIGNAL), tb_real.write(fd, buf, n));
 }
 
 TB_EXPORT ssize_t write(int fd, const void *buf, size_t n)
@@ -88,7 +110,7 @@ static TB_SLOW ssize_t governed_writev(struct tb_sock *s, int fd, const struct i
 {
 	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
 
-	GOVERNED(TB_WR, false, true, tb_real.sendmsg(fd, &m, MSG_NOSIGNAL));
+	GOVERNED_WRITE(tb_real.sendmsg(fd, &m, MSG_NOSIGNAL), tb_real.writev(fd, iov, n));
 }
 
 TB_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)

@@ -1,13 +1,11 @@
 /* init.c - start-up and fork: read the TIMEBOX_* variables once, set up the fd table and
- * the log, and keep a forked child consistent. No thread is started here (see watchdog.c). */
+ * the log, and keep every lock and table consistent across fork. No thread starts here. */
 #include "init.h"
 
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/auxv.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -17,29 +15,16 @@
 #include "gates.h"
 #include "log.h"
 #include "real.h"
+#include "thread.h"
 #include "watchdog.h"
 
 struct tb_settings tb_cfg;
 atomic_bool tb_governing;
-struct tb_budget tb_proc_budget;
 
-static __thread struct tb_budget thread_budget __attribute__((tls_model("initial-exec")));
-static __thread int thread_tid __attribute__((tls_model("initial-exec")));
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static bool fork_handlers;
 
 extern char **environ;
-
-struct tb_budget *tb_budget_here(void)
-{
-	return tb_cfg.scope == TB_SCOPE_PROCESS ? &tb_proc_budget : &thread_budget;
-}
-
-int tb_tid(void)
-{
-	if (thread_tid == 0)
-		thread_tid = (int)syscall(SYS_gettid);
-	return thread_tid;
-}
 
 static const char *get_env(const char *name, void *ctx)
 {
@@ -55,14 +40,39 @@ static void report(void *ctx, const char *name, const char *value, const char *w
 			    *strict ? "refusing to run (TIMEBOX_STRICT)" : "setting ignored");
 }
 
+/*
+ * Fork. A lock another thread holds at fork() stays held in the child by a thread that does
+ * not exist there. The learned-names table is taken before fork and let go on both sides,
+ * so the child gets it whole and unlocked (a fork while a resolver thread was learning hung
+ * the child's first connect). The other locks guard tables that are consistent at every
+ * instant (one atomic store publishes an entry), and the child re-initialises them
+ * (gates, watchdog; sock.c's pool growth). pthread_once (this file, real.c, the resolver
+ * hooks) is fork-safe in glibc: a once interrupted by fork runs again in the child.
+ */
+static void fork_prepare(void)
+{
+	tb_configure_fork_prepare();
+}
+
+static void fork_parent(void)
+{
+	tb_configure_fork_parent();
+}
+
 /* The child starts with no watchdog and no call under way: a pre-fork worker's first call
  * is its own, not the remainder of whatever its parent thread was doing. */
 static void fork_child(void)
 {
-	thread_tid = 0; /* the child's thread has a tid of its own */
-	memset(&thread_budget, 0, sizeof(thread_budget));
+	tb_thread_fork_child(); /* first: tells this process from a vfork child again */
+	tb_configure_fork_child();
 	tb_wd_fork_child();
 	tb_gates_fork_child();
+}
+
+static void register_fork_handlers(void)
+{
+	if (!fork_handlers && pthread_atfork(fork_prepare, fork_parent, fork_child) == 0)
+		fork_handlers = true;
 }
 
 static void at_exit(void)
@@ -92,6 +102,8 @@ static void init_once_fn(void)
 	errors += tb_configure(&tb_cfg, strict || tb_cfg.strict, &file_strict);
 	if (errors > 0 && (strict || tb_cfg.strict || file_strict))
 		_exit(2);
+	if (tb_configure_learning())
+		register_fork_handlers(); /* the resolver hooks learn even when nothing is governed */
 	if (!tb_settings_any_limit(&tb_cfg) && !tb_configure_any_limit())
 		return;
 	if (tb_fdtable_init() < 0) {
@@ -114,7 +126,10 @@ static void init_once_fn(void)
 			tb_real.close(fd);
 	}
 	tb_budget_open_process(&tb_proc_budget, &tb_cfg, tb_now());
-	pthread_atfork(NULL, NULL, fork_child);
+	/* Only a governing process records its id: elsewhere nothing is tracked, and
+	 * tb_foreign_process() answers without a system call. */
+	tb_thread_setup(tb_cfg.scope);
+	register_fork_handlers();
 	if (tb_cfg.log_level == TB_LOG_LEVEL_INFO)
 		atexit(at_exit);
 	atomic_store(&tb_governing, true);

@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "fdtable.h"
-#include "init.h"
 #include "real.h"
+#include "thread.h"
 
 #define LINE_MAX_LEN 512
 

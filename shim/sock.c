@@ -14,9 +14,9 @@
 
 #include "fdtable.h"
 #include "gates.h"
-#include "init.h"
 #include "log.h"
 #include "real.h"
+#include "thread.h"
 #include "watchdog.h"
 
 #define CHUNK 128

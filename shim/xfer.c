@@ -11,10 +11,10 @@
 #include "clock.h"
 #include "fdtable.h"
 #include "hooks.h"
-#include "init.h"
 #include "log.h"
 #include "real.h"
 #include "waits.h"
+#include "thread.h"
 
 /*
  * Reports the socket's expiry to the calling thread: -1 and errno. With on_timeout=eagain

@@ -1,0 +1,50 @@
+/* thread.c - per-thread and per-process identity: the cached tid, the thread's budget, the
+ * process budget, and the process id that tells a vfork child from the process itself. */
+#include "thread.h"
+
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+struct tb_budget tb_proc_budget;
+
+static __thread struct tb_budget thread_budget __attribute__((tls_model("initial-exec")));
+static __thread int thread_tid __attribute__((tls_model("initial-exec")));
+static bool process_scope;
+/* The process timebox set up: 0 until tb_thread_setup. A vfork child reads its parent's. */
+static atomic_int self_pid;
+
+void tb_thread_setup(enum tb_scope scope)
+{
+	process_scope = scope == TB_SCOPE_PROCESS;
+	atomic_store(&self_pid, (int)syscall(SYS_getpid));
+}
+
+struct tb_budget *tb_budget_here(void)
+{
+	return process_scope ? &tb_proc_budget : &thread_budget;
+}
+
+int tb_tid(void)
+{
+	if (thread_tid == 0)
+		thread_tid = (int)syscall(SYS_gettid);
+	return thread_tid;
+}
+
+bool tb_foreign_process(void)
+{
+	int pid = atomic_load_explicit(&self_pid, memory_order_relaxed);
+
+	/* The raw system call: glibc's getpid() has not cached since 2.25, but say so. */
+	return pid != 0 && (int)syscall(SYS_getpid) != pid;
+}
+
+void tb_thread_fork_child(void)
+{
+	thread_tid = 0; /* the child's thread has a tid of its own */
+	memset(&thread_budget, 0, sizeof(thread_budget));
+	if (atomic_load(&self_pid) != 0)
+		atomic_store(&self_pid, (int)syscall(SYS_getpid));
+}

@@ -1,0 +1,35 @@
+/* thread.h - who is calling: the thread's kernel id, the budget that bounds its governed
+ * operations, and whether this is the process timebox set up or a vfork child borrowing it. */
+#ifndef TB_THREAD_H
+#define TB_THREAD_H
+
+#include <stdbool.h>
+
+#include "budget.h"
+#include "settings.h"
+
+extern struct tb_budget tb_proc_budget; /* scope=process */
+
+/* At start-up of a governing process: the scope that picks the budget, and this process's
+ * id (until then tb_budget_here() is the thread's budget and nothing is foreign). */
+void tb_thread_setup(enum tb_scope scope);
+
+/* The calling thread's kernel id, cached per thread (one gettid() per thread lifetime). */
+int tb_tid(void);
+
+/* The budget that bounds the calling thread's governed operations. */
+struct tb_budget *tb_budget_here(void);
+
+/*
+ * True in a process that shares timebox's memory without being the one it set up: a vfork
+ * child (CPython's subprocess, posix_spawn, JDK's VFORK launch) runs on its parent's fd
+ * table, pool, gates and budgets, and must change none of them. Costs one getpid system
+ * call: for the slow paths that change that state (close, dup*, connect), never read/write.
+ * A child of fork() is set up again by tb_thread_fork_child and is not foreign.
+ */
+bool tb_foreign_process(void);
+
+/* In a forked child: a new process id, a new tid, and no call under way on this thread. */
+void tb_thread_fork_child(void);
+
+#endif
