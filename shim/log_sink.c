@@ -122,9 +122,13 @@ static bool pipe_write(const char *buf, size_t n)
 {
 	struct pollfd p = { 2, POLLOUT, 0 };
 	struct stat st;
+	int fd, mode = tb_real.fcntl(2, F_GETFL);
 	bool ok;
-	int fd;
 
+	/* A read end on fd 2 refuses the program's writes (EBADF): the reopened pipe would
+	 * not, and the line would land in what the program reads. */
+	if (mode < 0 || (mode & O_ACCMODE) == O_RDONLY)
+		return false;
 	fd = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 	if (fd >= 0) {
 		ok = fstat(fd, &st) == 0 && same_object(&st) && write_nosignal(fd, buf, n);
