@@ -1,10 +1,14 @@
 /* check.c - `timebox check`: the configuration file validated and linted, or one destination's
  * effective settings explained. Launcher-only; the lint rules themselves are in lint.c. */
+#include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "duration.h"
@@ -40,6 +44,67 @@ static const char *get_opt(const char *name, void *ctx)
 	return v != NULL && o->values != NULL ? o->values[v - tb_env_vars] : NULL;
 }
 
+/* The unread configuration for a reason built from errno: "cannot read the file: ...". */
+static struct tb_config *unread(const char *path, const char *what, int err_no,
+				const struct tb_overrides *ov, tb_config_error_fn err, void *ctx,
+				int *errors)
+{
+	char why[200];
+
+	snprintf(why, sizeof(why), "%s: %s", what, strerror(err_no));
+	return tb_config_unread(path, why, ov, err, ctx, errors);
+}
+
+struct tb_config *tb_cli_read_config(const char *path, const struct tb_overrides *ov,
+				     tb_config_error_fn err, void *ctx, int *errors)
+{
+	struct tb_config *c = NULL;
+	const char *refused;
+	struct stat st;
+	size_t len = 0;
+	char *text;
+	int fd;
+
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer (fopen would, forever). A
+	 * symbolic link is followed, and fstat judges what it leads to. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return unread(path, "cannot read the file", errno, ov, err, ctx, errors);
+	if (fstat(fd, &st) < 0) {
+		c = unread(path, "cannot read the file", errno, ov, err, ctx, errors);
+		goto out;
+	}
+	refused = tb_config_refusal(st.st_mode, (long long)st.st_size);
+	if (refused != NULL) {
+		c = tb_config_unread(path, refused, ov, err, ctx, errors);
+		goto out;
+	}
+	/* One byte beyond the cap tells a file that grew past it since the fstat. */
+	text = malloc(TB_CONFIG_MAX_BYTES + 2);
+	if (text == NULL)
+		goto out;
+	for (;;) {
+		ssize_t n = read(fd, text + len, TB_CONFIG_MAX_BYTES + 1 - len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			c = unread(path, "cannot read the file", errno, ov, err, ctx, errors);
+			break;
+		}
+		len += (size_t)n;
+		if (n == 0 || len > TB_CONFIG_MAX_BYTES) {
+			text[len] = '\0';
+			c = tb_config_parse_text(text, len, path, ov, err, ctx, errors);
+			break;
+		}
+	}
+	free(text);
+out:
+	close(fd);
+	return c;
+}
+
 struct tb_config *tb_cli_load(const char *path, const char *const *opt_values, int *errors)
 {
 	struct tb_overrides ov;
@@ -50,7 +115,7 @@ struct tb_config *tb_cli_load(const char *path, const char *const *opt_values, i
 	tb_overrides_from(&ov, tb_env_getenv, NULL, TB_ORIGIN_ENV);
 	tb_overrides_from(&ov, get_opt, &o, TB_ORIGIN_OPTION);
 	*errors = 0;
-	c = tb_config_load(path, &ov, tb_cli_config_error, NULL, errors);
+	c = tb_cli_read_config(path, &ov, tb_cli_config_error, NULL, errors);
 	if (c == NULL) {
 		fprintf(stderr, "timebox: out of memory\n");
 		(*errors)++;
@@ -384,8 +449,9 @@ int tb_check_main(int argc, char **argv)
 	/* What the program would run with: the file under the environment's values. */
 	memset(&ov, 0, sizeof(ov));
 	tb_overrides_from(&ov, tb_env_getenv, NULL, TB_ORIGIN_ENV);
-	c = tb_config_load(file, &ov, strcmp(format, "json") == 0 ? keep_error : tb_cli_config_error,
-			   strcmp(format, "json") == 0 ? (void *)kept : NULL, &errors);
+	c = tb_cli_read_config(file, &ov,
+			       strcmp(format, "json") == 0 ? keep_error : tb_cli_config_error,
+			       strcmp(format, "json") == 0 ? (void *)kept : NULL, &errors);
 	if (c == NULL) {
 		fprintf(stderr, "timebox: out of memory\n");
 		return EXIT_USAGE;

@@ -15,6 +15,15 @@
  * an int counter (may be NULL). */
 void tb_cli_config_error(void *ctx, const struct tb_config_error *e);
 
+/*
+ * Reads the configuration file at path the way the library does - only a regular file (a
+ * symbolic link is followed and what it leads to is checked), at most TB_CONFIG_MAX_BYTES,
+ * whole into memory - and resolves it (tb_config_parse_text). A file that cannot be read is
+ * one problem reported through err. Returns the configuration, or NULL when out of memory.
+ */
+struct tb_config *tb_cli_read_config(const char *path, const struct tb_overrides *ov,
+				     tb_config_error_fn err, void *ctx, int *errors);
+
 /* Loads `path` for the launcher, over the environment's values and the options' (opt_values,
  * one per tb_env_vars row, NULL when not given). Errors are printed; *errors counts them. */
 struct tb_config *tb_cli_load(const char *path, const char *const *opt_values, int *errors);

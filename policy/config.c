@@ -1,12 +1,12 @@
-/* config.c - the configuration file: libconfig syntax in, an immutable rule table out.
- * Precedence, lowest first: built-in < defaults < rule < environment < launcher option. */
+/* config.c - the configuration file: its text in, an immutable rule table out (the callers read
+ * the file). Precedence, lowest first: built-in < defaults < rule < environment < option. */
 #include "config.h"
 
-#include <errno.h>
 #include <libconfig.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "duration.h"
 #include "env.h"
@@ -453,7 +453,6 @@ static struct tb_config *finish(config_t *cf, bool ok, struct load *l,
 {
 	struct tb_config *c;
 
-	fill_keys();
 	if (!ok) {
 		report(l, config_error_line(cf), NULL, NULL, config_error_text(cf), EFFECT_FILE);
 		c = build(l, NULL, ov);
@@ -465,40 +464,98 @@ static struct tb_config *finish(config_t *cf, bool ok, struct load *l,
 	return c;
 }
 
-struct tb_config *tb_config_parse(const char *text, const char *name,
-				  const struct tb_overrides *ov, tb_config_error_fn err, void *ctx,
-				  int *errors)
+const char tb_config_too_large[] =
+	"larger than 1 MiB: not read (a configuration file is a rule table of a few KB)";
+
+const char *tb_config_refusal(unsigned mode, long long size)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+		return size > TB_CONFIG_MAX_BYTES ? tb_config_too_large : NULL;
+	case S_IFDIR:
+		return "not a regular file: a directory";
+	case S_IFIFO:
+		return "not a regular file: a FIFO (reading it would wait for a writer)";
+	case S_IFSOCK:
+		return "not a regular file: a socket";
+	case S_IFCHR:
+	case S_IFBLK:
+		return "not a regular file: a device";
+	default:
+		return "not a regular file";
+	}
+}
+
+/*
+ * The line of the first @include in text, or 0. libconfig's scanner takes "@include" at
+ * the start of any line, after blanks (even inside what a reader takes for a comment or a
+ * string, its rule matches first there), so every such line counts.
+ */
+static int include_line(const char *text)
+{
+	int line = 1;
+
+	for (const char *p = text; *p; line++) {
+		p += strspn(p, " \t");
+		if (strncmp(p, "@include", 8) == 0)
+			return line;
+		p = strchr(p, '\n');
+		if (p == NULL)
+			break;
+		p++;
+	}
+	return 0;
+}
+
+struct tb_config *tb_config_parse_text(const char *text, size_t len, const char *name,
+				       const struct tb_overrides *ov, tb_config_error_fn err,
+				       void *ctx, int *errors)
 {
 	struct load l = { name, err, ctx, 0 };
 	config_t cf;
-
-	config_init(&cf);
-	return finish(&cf, config_read_string(&cf, text) == CONFIG_TRUE, &l, ov, errors);
-}
-
-struct tb_config *tb_config_load(const char *path, const struct tb_overrides *ov,
-				 tb_config_error_fn err, void *ctx, int *errors)
-{
-	struct load l = { path, err, ctx, 0 };
-	config_t cf;
-	FILE *f;
-	bool ok;
+	int line;
 
 	fill_keys();
-	/* Opened here rather than by config_read_file, whose message drops errno. */
-	f = fopen(path, "re");
-	if (f == NULL) {
-		char why[160];
-
-		snprintf(why, sizeof(why), "cannot read the file: %s", strerror(errno));
-		report(&l, 0, NULL, NULL, why, EFFECT_FILE);
+	if (len > TB_CONFIG_MAX_BYTES) {
+		report(&l, 0, NULL, NULL, tb_config_too_large, EFFECT_FILE);
+		*errors = l.errors;
+		return build(&l, NULL, ov);
+	}
+	if (memchr(text, '\0', len) != NULL) {
+		report(&l, 0, NULL, NULL, "a NUL byte: not a text file", EFFECT_FILE);
+		*errors = l.errors;
+		return build(&l, NULL, ov);
+	}
+	if ((line = include_line(text)) > 0) {
+		report(&l, line, NULL, NULL,
+		       "@include is not supported: write the rules into this one file",
+		       EFFECT_FILE);
 		*errors = l.errors;
 		return build(&l, NULL, ov);
 	}
 	config_init(&cf);
-	ok = config_read(&cf, f) == CONFIG_TRUE;
-	fclose(f);
-	return finish(&cf, ok, &l, ov, errors);
+	return finish(&cf, config_read_string(&cf, text) == CONFIG_TRUE, &l, ov, errors);
+}
+
+struct tb_config *tb_config_parse(const char *text, const char *name,
+				  const struct tb_overrides *ov, tb_config_error_fn err, void *ctx,
+				  int *errors)
+{
+	return tb_config_parse_text(text, strlen(text), name, ov, err, ctx, errors);
+}
+
+struct tb_config *tb_config_unread(const char *name, const char *why,
+				   const struct tb_overrides *ov, tb_config_error_fn err,
+				   void *ctx, int *errors)
+{
+	struct load l = { name, err, ctx, 0 };
+	struct tb_config *c;
+
+	fill_keys();
+	report(&l, 0, NULL, NULL, why, EFFECT_FILE);
+	c = build(&l, NULL, ov);
+	*errors = l.errors;
+	return c;
 }
 
 void tb_config_free(struct tb_config *c)

@@ -85,18 +85,49 @@ struct tb_config_error {
 typedef void (*tb_config_error_fn)(void *ctx, const struct tb_config_error *e);
 
 /*
- * Reads and resolves the file at path. Each problem is reported once through err and counted
- * in *errors: a syntax error or an unreadable file leaves an empty configuration (defaults
- * from the built-ins and ov only), a bad rule is dropped, a bad default is ignored. Returns
- * the configuration (owned by the caller, tb_config_free), or NULL when out of memory.
+ * The largest configuration file read. A rule table is a few kilobytes; the cap keeps a
+ * wrong path (a log, a dump) from holding the program at start-up, and libconfig from
+ * scanning megabytes inside the program's constructor.
  */
-struct tb_config *tb_config_load(const char *path, const struct tb_overrides *ov,
-				 tb_config_error_fn err, void *ctx, int *errors);
+#define TB_CONFIG_MAX_BYTES (1024 * 1024)
 
-/* The same from text in memory; `name` stands for the file name in messages. */
+/*
+ * Why a file of this st_mode and st_size is not read as the configuration (a static
+ * sentence), or NULL when it is read. Only regular files are: a FIFO blocks its reader, a
+ * directory or a device is a mistake. The readers (the library, the launcher) call this on
+ * the fstat of the descriptor they opened, so that a symbolic link is followed but what it
+ * leads to is checked. @unittest test_config.c: file_refusals
+ */
+const char *tb_config_refusal(unsigned mode, long long size);
+
+/* "larger than 1 MiB ...": what a reader says when the file grew past the cap as it read. */
+extern const char tb_config_too_large[];
+
+/*
+ * Resolves the text of a configuration file (len bytes, NUL-terminated; `name` is the file
+ * in messages). Each problem is reported once through err and counted in *errors: a syntax
+ * error, text beyond TB_CONFIG_MAX_BYTES, a NUL byte or an @include line (refused: libconfig
+ * would open the named file itself, with none of the readers' checks) leaves an empty
+ * configuration (built-ins and ov only), a bad rule is dropped, a bad default is ignored.
+ * Returns the configuration (owned by the caller, tb_config_free), or NULL when out of
+ * memory. No I/O: the caller has read the file.
+ */
+struct tb_config *tb_config_parse_text(const char *text, size_t len, const char *name,
+				       const struct tb_overrides *ov, tb_config_error_fn err,
+				       void *ctx, int *errors);
+
+/* The same for a NUL-terminated text (tests, `timebox plan`). */
 struct tb_config *tb_config_parse(const char *text, const char *name,
 				  const struct tb_overrides *ov, tb_config_error_fn err, void *ctx,
 				  int *errors);
+
+/*
+ * The configuration of a file that could not be read: `why` is reported once (effect "file
+ * ignored") and the result holds the built-ins and ov only. NULL when out of memory.
+ */
+struct tb_config *tb_config_unread(const char *name, const char *why,
+				   const struct tb_overrides *ov, tb_config_error_fn err,
+				   void *ctx, int *errors);
 
 void tb_config_free(struct tb_config *c);
 

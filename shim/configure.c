@@ -2,18 +2,21 @@
  * Not on the data path: it runs once per process and once per connect. */
 #include "configure.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include "init.h"
 #include "log.h"
 #include "names.h"
+#include "real.h"
 #include "rules.h"
 
 const struct tb_config *tb_conf;
@@ -29,51 +32,40 @@ static sigset_t fork_saved_mask; /* the forking thread's mask; written under nam
 
 #define MAX_REPORTED 16
 
-/* Errors are kept until the whole file is read: its own `strict` decides what they say. */
+/* Errors are kept until the whole file is read: its own `strict` decides what they say.
+ * Copies, since the parser's texts die with it. */
 struct pending {
 	int count;
-	char line[MAX_REPORTED][480];
-	const char *effect[MAX_REPORTED];
+	struct {
+		int line;
+		bool has_key;
+		char key[64];
+		char value[160];
+		char why[200];
+		const char *effect; /* a static sentence of config.c */
+	} e[MAX_REPORTED];
 };
 
-/* Appends a logfmt-quoted copy of v to buf. */
-static void quoted(char *buf, size_t len, const char *v)
+static void copy(char *dst, size_t len, const char *src)
 {
-	size_t n = strlen(buf);
+	size_t n = strnlen(src, len - 1);
 
-	if (n + 3 >= len)
-		return;
-	buf[n++] = '"';
-	for (; *v && n + 3 < len; v++) {
-		if (*v == '"' || *v == '\\')
-			buf[n++] = '\\';
-		buf[n++] = (unsigned char)*v < 0x20 ? '?' : *v;
-	}
-	buf[n++] = '"';
-	buf[n] = '\0';
+	memcpy(dst, src, n);
+	dst[n] = '\0';
 }
 
 static void keep(void *ctx, const struct tb_config_error *e)
 {
 	struct pending *p = ctx;
-	char *l;
-	size_t len = sizeof(p->line[0]);
 
-	if (p->count >= MAX_REPORTED) {
-		p->count++;
-		return;
+	if (p->count < MAX_REPORTED) {
+		p->e[p->count].line = e->line;
+		p->e[p->count].has_key = e->key != NULL;
+		copy(p->e[p->count].key, sizeof(p->e[0].key), e->key != NULL ? e->key : "");
+		copy(p->e[p->count].value, sizeof(p->e[0].value), e->value != NULL ? e->value : "");
+		copy(p->e[p->count].why, sizeof(p->e[0].why), e->why);
+		p->e[p->count].effect = e->effect;
 	}
-	l = p->line[p->count];
-	snprintf(l, len, "event=config_error file=");
-	quoted(l, len, e->file);
-	snprintf(l + strlen(l), len - strlen(l), " line=%d", e->line);
-	if (e->key != NULL) {
-		snprintf(l + strlen(l), len - strlen(l), " name=%s value=", e->key);
-		quoted(l, len, e->value != NULL ? e->value : "");
-	}
-	snprintf(l + strlen(l), len - strlen(l), " error=");
-	quoted(l, len, e->why);
-	p->effect[p->count] = e->effect;
 	p->count++;
 }
 
@@ -81,6 +73,61 @@ static const char *get_env(const char *name, void *ctx)
 {
 	(void)ctx;
 	return getenv(name);
+}
+
+/*
+ * Reads the file at path into memory and resolves it (see tb_cli_read_config, which the
+ * launcher uses: the same rules). Only a regular file is read - opened O_NONBLOCK so that a
+ * FIFO cannot hold the program in its constructor, a symbolic link followed and the fstat
+ * of what it leads to checked - and at most TB_CONFIG_MAX_BYTES of it. Every libc call
+ * here goes through tb_real or is one the library does not hook (open, fstat).
+ */
+static struct tb_config *read_config(const char *path, const struct tb_overrides *ov,
+				     struct pending *p, int *errors)
+{
+	tb_config_error_fn err = p != NULL ? keep : NULL;
+	struct tb_config *c = NULL;
+	char why[200], *text = NULL;
+	const char *refused;
+	struct stat st;
+	size_t len = 0;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0 || fstat(fd, &st) < 0)
+		goto unreadable;
+	refused = tb_config_refusal(st.st_mode, (long long)st.st_size);
+	if (refused != NULL) {
+		c = tb_config_unread(path, refused, ov, err, p, errors);
+		goto out;
+	}
+	/* One byte beyond the cap tells a file that grew past it since the fstat. */
+	text = malloc(TB_CONFIG_MAX_BYTES + 2);
+	if (text == NULL)
+		goto out;
+	for (;;) {
+		ssize_t n = tb_real.read(fd, text + len, TB_CONFIG_MAX_BYTES + 1 - len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			goto unreadable;
+		len += (size_t)n;
+		if (n == 0 || len > TB_CONFIG_MAX_BYTES)
+			break;
+	}
+	text[len] = '\0';
+	c = tb_config_parse_text(text, len, path, ov, err, p, errors);
+	goto out;
+unreadable:
+	copy(why, sizeof(why), "cannot read the file: ");
+	copy(why + strlen(why), sizeof(why) - strlen(why), strerror(errno));
+	c = tb_config_unread(path, why, ov, err, p, errors);
+out:
+	free(text);
+	if (fd >= 0)
+		tb_real.close(fd);
+	return c;
 }
 
 int tb_configure(struct tb_settings *cfg, bool strict, bool *strict_out)
@@ -98,28 +145,21 @@ int tb_configure(struct tb_settings *cfg, bool strict, bool *strict_out)
 	memset(&ov, 0, sizeof(ov));
 	/* Launcher options reach us as variables: for the library both are "the environment". */
 	tb_overrides_from(&ov, get_env, NULL, TB_ORIGIN_ENV);
-	c = tb_config_load(path, &ov, p != NULL ? keep : NULL, p, &errors);
+	c = read_config(path, &ov, p, &errors);
 	if (c == NULL) {
-		tb_log_error("event=config_error error=\"out of memory reading the configuration\"");
+		tb_log_config_file_error(path, 0, NULL, NULL, "out of memory reading the file",
+					 strict ? TB_EFFECT_REFUSE : "file ignored");
 		free(p);
 		return 1;
 	}
 	*strict_out = c->defaults.set.strict;
 	strict = strict || c->defaults.set.strict;
-	for (int i = 0; p != NULL && i < p->count && i < MAX_REPORTED; i++) {
-		char body[600];
-
-		snprintf(body, sizeof(body), "%s effect=\"%s\"", p->line[i],
-			 strict ? "refusing to run (TIMEBOX_STRICT)" : p->effect[i]);
-		tb_log_error(body);
-	}
-	if (p != NULL && p->count > MAX_REPORTED) {
-		char body[120];
-
-		snprintf(body, sizeof(body), "event=config_error error=\"%d more problems\"",
-			 p->count - MAX_REPORTED);
-		tb_log_error(body);
-	}
+	for (int i = 0; p != NULL && i < p->count && i < MAX_REPORTED; i++)
+		tb_log_config_file_error(path, p->e[i].line, p->e[i].has_key ? p->e[i].key : NULL,
+					 p->e[i].value, p->e[i].why,
+					 strict ? TB_EFFECT_REFUSE : p->e[i].effect);
+	if (p != NULL && p->count > MAX_REPORTED)
+		tb_log_config_more(path, p->count - MAX_REPORTED);
 	free(p);
 	*cfg = c->defaults.set;
 	tb_conf = c; /* never freed: sockets keep pointers to its settings */

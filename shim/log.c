@@ -1,17 +1,13 @@
-/* log.c - formatting and writing log lines.
+/* log.c - formatting log lines, and counting those the sink had to drop.
  * Hand-rolled formatting (no snprintf): the watchdog and signal handlers may log. */
 #include "log.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <syslog.h>
 #include <unistd.h>
 
-#include "fdtable.h"
-#include "real.h"
+#include "log_sink.h"
 #include "thread.h"
 
 #define LINE_MAX_LEN 512
@@ -21,8 +17,10 @@ struct line {
 	size_t n;
 };
 
-static atomic_int log_fd = 2;
 static atomic_int log_target = TB_LOG_STDERR;
+
+/* Lines the sink could not take (full, gone, not stderr any more), not yet reported. */
+static atomic_ulong dropped;
 
 static void put(struct line *l, const char *s)
 {
@@ -76,23 +74,37 @@ static void put_ids(struct line *l, int tid)
 	put_i64(l, tid > 0 ? tid : tb_tid());
 }
 
+/* Writes l (its newline added here) to target, after the count of lines dropped so far
+ * when there is one: the reader learns that something is missing, and how much. */
+static void deliver(struct line *l, int target)
+{
+	struct line s;
+	unsigned long lost;
+
+	l->buf[l->n++] = '\n';
+	lost = atomic_exchange_explicit(&dropped, 0, memory_order_relaxed);
+	if (lost > 0) {
+		s.n = 0;
+		put(&s, "timebox: event=suppressed count=");
+		put_i64(&s, (int64_t)lost);
+		put_ids(&s, 0);
+		s.buf[s.n++] = '\n';
+		if (!tb_sink_write(target, s.buf, s.n)) {
+			atomic_fetch_add_explicit(&dropped, lost + 1, memory_order_relaxed);
+			return;
+		}
+	}
+	if (!tb_sink_write(target, l->buf, l->n))
+		atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
+}
+
 static void emit(struct line *l)
 {
 	int saved = errno;
 	int target = atomic_load_explicit(&log_target, memory_order_relaxed);
 
-	if (target == TB_LOG_OFF)
-		return;
-	if (target == TB_LOG_SYSLOG) {
-		l->buf[l->n] = '\0';
-		syslog(LOG_WARNING, "%s", l->buf + strlen("timebox: "));
-		errno = saved;
-		return;
-	}
-	l->buf[l->n++] = '\n';
-	/* One write() per line: lines from several threads or processes never interleave. */
-	if (tb_real.write(atomic_load_explicit(&log_fd, memory_order_relaxed), l->buf, l->n) < 0)
-		(void)0; /* nowhere left to report it */
+	if (target != TB_LOG_OFF)
+		deliver(l, target);
 	errno = saved;
 }
 
@@ -126,38 +138,19 @@ static void put_ms(struct line *l, const char *key, int64_t ns)
 
 void tb_log_open(const struct tb_settings *s)
 {
-	int fd, high;
+	const char *why = NULL;
+	int target = tb_sink_open(s, &why);
 
-	atomic_store(&log_target, s->log_target);
-	if (s->log_target == TB_LOG_SYSLOG)
-		openlog("timebox", LOG_PID | LOG_NDELAY, LOG_USER);
-	if (s->log_target != TB_LOG_FILE)
-		return;
-	fd = open(s->log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		atomic_store(&log_target, TB_LOG_STDERR);
-		tb_log_config_error("TIMEBOX_LOG", s->log_path, strerror(errno),
+	atomic_store(&log_target, target);
+	if (why != NULL)
+		tb_log_config_error("TIMEBOX_LOG",
+				    s->log_target == TB_LOG_SYSLOG ? "syslog" : s->log_path, why,
 				    "logging to stderr");
-		return;
-	}
-	/* Keep out of the low numbers a program may expect to get from its own open(). */
-	high = tb_real.fcntl(fd, F_DUPFD_CLOEXEC, 512);
-	if (high >= 0) {
-		tb_real.close(fd);
-		fd = high;
-	}
-	tb_fd_mark_internal(fd);
-	atomic_store(&log_fd, fd);
 }
 
 void tb_log_fd_moved(int from, int to)
 {
-	int expect = from;
-
-	if (atomic_compare_exchange_strong(&log_fd, &expect, to)) {
-		tb_fd_unmark_internal(from);
-		tb_fd_mark_internal(to);
-	}
+	tb_sink_fd_moved(from, to);
 }
 
 void tb_log_timeout(enum tb_phase phase, const struct tb_dest *d, int fd, int64_t elapsed_ns,
@@ -208,6 +201,15 @@ void tb_log_gate(const struct tb_dest *d, long leased, long pending, long max,
 	emit(&l);
 }
 
+/* Configuration errors go to stderr whatever the target: they are about the target. */
+static void emit_stderr(struct line *l)
+{
+	int saved = errno;
+
+	deliver(l, TB_LOG_STDERR);
+	errno = saved;
+}
+
 void tb_log_config_error(const char *name, const char *value, const char *why,
 			 const char *effect)
 {
@@ -222,10 +224,47 @@ void tb_log_config_error(const char *name, const char *value, const char *why,
 	put_value(&l, why);
 	put(&l, " effect=");
 	put_value(&l, effect);
-	/* Configuration errors go to stderr whatever the target: they are about the target. */
-	l.buf[l.n++] = '\n';
-	if (tb_real.write(2, l.buf, l.n) < 0)
-		(void)0;
+	emit_stderr(&l);
+}
+
+void tb_log_config_file_error(const char *file, int line, const char *key, const char *value,
+			      const char *why, const char *effect)
+{
+	struct line l;
+
+	start(&l, "config_error");
+	put(&l, " file=");
+	put_quoted(&l, file);
+	if (line > 0) {
+		put(&l, " line=");
+		put_i64(&l, line);
+	}
+	if (key != NULL) {
+		put(&l, " name=");
+		put_value(&l, key);
+		put(&l, " value=");
+		put_quoted(&l, value != NULL ? value : "");
+	}
+	put(&l, " error=");
+	put_quoted(&l, why);
+	put(&l, " effect=");
+	put_quoted(&l, effect);
+	put_ids(&l, 0);
+	emit_stderr(&l);
+}
+
+void tb_log_config_more(const char *file, int count)
+{
+	struct line l;
+
+	start(&l, "config_error");
+	put(&l, " file=");
+	put_quoted(&l, file);
+	put(&l, " error=\"");
+	put_i64(&l, count);
+	put(&l, " more problems\"");
+	put_ids(&l, 0);
+	emit_stderr(&l);
 }
 
 void tb_log_error(const char *body)

@@ -9,7 +9,15 @@
 #include "dest.h"
 #include "settings.h"
 
-/* Opens the target chosen by s (stderr, syslog, off, a file). Idempotent per process. */
+/*
+ * Opens the target chosen by s (stderr, syslog, off, a file; see log_sink.h). When it
+ * cannot, says why on stderr and logs there. Called once, at start-up.
+ *
+ * No line ever blocks its caller: a line the target cannot take at once (a full pipe or
+ * socket, a broken pipe, no syslog daemon, an fd 2 that is no longer the program's stderr
+ * of start-up) is dropped and counted, and the next line that goes out is preceded by
+ * "event=suppressed count=N".
+ */
 void tb_log_open(const struct tb_settings *s);
 
 /* event=timeout phase=... dest=... fd=... elapsed_ms=... limit_ms=... pid=... tid=...
@@ -20,9 +28,20 @@ void tb_log_timeout(enum tb_phase phase, const struct tb_dest *d, int fd, int64_
 /* event=reject phase=... dest=... fd=... reason=...: an attempt failed before it began. */
 void tb_log_reject(enum tb_phase phase, const struct tb_dest *d, int fd, const char *reason);
 
-/* event=config_error name=... value="..." error="..." effect=... */
+/* What a configuration error does under TIMEBOX_STRICT. */
+#define TB_EFFECT_REFUSE "refusing to run (TIMEBOX_STRICT)"
+
+/* event=config_error name=... value="..." error="..." effect=... (always to stderr) */
 void tb_log_config_error(const char *name, const char *value, const char *why,
 			 const char *effect);
+
+/* event=config_error file="..." line=N name=KEY value="..." error="..." effect="..." pid tid:
+ * a problem of the configuration file (line 0 and key NULL: of the whole file). */
+void tb_log_config_file_error(const char *file, int line, const char *key, const char *value,
+			      const char *why, const char *effect);
+
+/* event=config_error file="..." error="N more problems": past the ones reported. */
+void tb_log_config_more(const char *file, int count);
 
 /* event=gate dest=... leased=... pending=... max=... acquired=... timed_out=... rejected=... */
 void tb_log_gate(const struct tb_dest *d, long leased, long pending, long max,

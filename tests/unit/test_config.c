@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
@@ -270,34 +271,85 @@ static void test_bad_default_keeps_the_rest(void **state)
 	tb_config_free(c);
 }
 
-static void test_file_errors(void **state)
+/* A file its reader could not read: one error for the whole file, nothing limited. */
+static void test_unread_file(void **state)
 {
 	int n = 0;
 	struct tb_config *c;
-	char path[] = "/tmp/tb-test-config-XXXXXX";
-	int fd = mkstemp(path);
-	static const char text[] = "defaults = {\n  read_timeout = \"2s\";\n};\n";
 
 	(void)state;
 	memset(&errs, 0, sizeof(errs));
-	c = tb_config_load("/nonexistent/timebox.conf", NULL, collect, &errs, &n);
+	c = tb_config_unread("/etc/tb.conf", "cannot read the file: No such file or directory",
+			     NULL, collect, &errs, &n);
 	assert_non_null(c);
 	assert_int_equal(n, 1);
 	assert_int_equal(errs.line[0], 0);
+	assert_string_equal(errs.key[0], "");
 	assert_non_null(strstr(errs.why[0], "No such file or directory"));
+	assert_string_equal(errs.effect[0], "file ignored");
+	assert_string_equal(c->path, "/etc/tb.conf");
+	assert_false(tb_config_any_limit(c));
+	tb_config_free(c);
+}
+
+/* Only a regular file within the cap is read: a FIFO would block, a directory is a slip. */
+static void test_file_refusals(void **state)
+{
+	(void)state;
+	assert_null(tb_config_refusal(S_IFREG | 0644, 0));
+	assert_null(tb_config_refusal(S_IFREG | 0644, TB_CONFIG_MAX_BYTES));
+	assert_ptr_equal(tb_config_refusal(S_IFREG | 0644, TB_CONFIG_MAX_BYTES + 1),
+			 tb_config_too_large);
+	assert_non_null(strstr(tb_config_refusal(S_IFDIR | 0755, 4096), "a directory"));
+	assert_non_null(strstr(tb_config_refusal(S_IFIFO | 0600, 0), "a FIFO"));
+	assert_non_null(strstr(tb_config_refusal(S_IFCHR | 0666, 0), "not a regular file"));
+	assert_non_null(strstr(tb_config_refusal(S_IFSOCK | 0666, 0), "a socket"));
+}
+
+/* The text itself: the cap, NUL bytes and @include each leave the file ignored. */
+static void test_text_refusals(void **state)
+{
+	static const char nul[] = "defaults = { read_timeout = \"2s\"; };\0junk";
+	static const char inc[] = "defaults = { read_timeout = \"2s\"; };\n"
+				  "  \t@include \"/tmp/other.conf\"\n";
+	size_t big = TB_CONFIG_MAX_BYTES + 1;
+	char *text = malloc(big + 1);
+	struct tb_config *c;
+	int n = 0;
+
+	(void)state;
+	assert_non_null(text);
+	memset(text, ' ', big);
+	text[big] = '\0';
+	memset(&errs, 0, sizeof(errs));
+	c = tb_config_parse_text(text, big, "big.conf", NULL, collect, &errs, &n);
+	free(text);
+	assert_int_equal(n, 1);
+	assert_non_null(strstr(errs.why[0], "larger than 1 MiB"));
+	assert_string_equal(errs.effect[0], "file ignored");
+	tb_config_free(c);
+
+	memset(&errs, 0, sizeof(errs));
+	c = tb_config_parse_text(nul, sizeof(nul) - 1, "nul.conf", NULL, collect, &errs, &n);
+	assert_int_equal(n, 1);
+	assert_non_null(strstr(errs.why[0], "NUL"));
 	assert_false(tb_config_any_limit(c));
 	tb_config_free(c);
 
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, text, sizeof(text) - 1), (ssize_t)sizeof(text) - 1);
-	close(fd);
 	memset(&errs, 0, sizeof(errs));
-	c = tb_config_load(path, NULL, collect, &errs, &n);
-	unlink(path);
-	assert_int_equal(n, 0);
-	assert_string_equal(c->path, path);
-	assert_int_equal(c->defaults.set.read_ns, 2000 * MS);
-	assert_int_equal(c->defaults.line[field("read_timeout")], 2);
+	c = tb_config_parse(inc, "inc.conf", NULL, collect, &errs, &n);
+	assert_int_equal(n, 1);
+	assert_int_equal(errs.line[0], 2);
+	assert_non_null(strstr(errs.why[0], "@include is not supported"));
+	assert_false(tb_config_any_limit(c));
+	tb_config_free(c);
+
+	/* Not at the start of a line: libconfig's scanner does not take it, nor do we. */
+	memset(&errs, 0, sizeof(errs));
+	c = tb_config_parse("defaults = { log = \"x @include y\"; };\n", "ok.conf", NULL,
+			    collect, &errs, &n);
+	assert_int_equal(n, 1); /* an unknown log target, not an include */
+	assert_null(strstr(errs.why[0], "@include"));
 	tb_config_free(c);
 }
 
@@ -407,7 +459,9 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_broken_rule_is_dropped),
 		cmocka_unit_test(test_bad_default_keeps_the_rest),
-		cmocka_unit_test(test_file_errors),
+		cmocka_unit_test(test_unread_file),
+		cmocka_unit_test(test_file_refusals),
+		cmocka_unit_test(test_text_refusals),
 		cmocka_unit_test(test_precedence),
 		cmocka_unit_test(test_env_first_byte_follows_rule_read),
 		cmocka_unit_test(test_hints_and_keys),
