@@ -34,7 +34,6 @@ static struct {
 	dev_t dev;
 	ino_t ino;
 	mode_t type; /* S_IFMT bits */
-	bool tty;
 } err_id;
 
 static bool stderr_known(void)
@@ -49,7 +48,6 @@ static bool stderr_known(void)
 			err_id.dev = st.st_dev;
 			err_id.ino = st.st_ino;
 			err_id.type = st.st_mode & S_IFMT;
-			err_id.tty = S_ISCHR(st.st_mode) && isatty(2);
 			state = ERR_KNOWN;
 		}
 		atomic_store_explicit(&err_id.state, state, memory_order_release);
@@ -61,13 +59,6 @@ static bool same_object(const struct stat *st)
 {
 	return (st->st_mode & S_IFMT) == err_id.type && st->st_dev == err_id.dev &&
 	       st->st_ino == err_id.ino;
-}
-
-static bool fd2_is_stderr(void)
-{
-	struct stat st;
-
-	return fstat(2, &st) == 0 && same_object(&st);
 }
 
 /*
@@ -118,7 +109,7 @@ static bool send_nowait(int fd, const char *buf, size_t n)
  * Without /proc (or for another user's pipe), poll for room first: a writer racing us
  * between the poll and the write could still make that write wait.
  */
-static bool pipe_write(const char *buf, size_t n)
+static bool pipe_write(const struct stat *want, const char *buf, size_t n)
 {
 	struct pollfd p = { 2, POLLOUT, 0 };
 	struct stat st;
@@ -131,38 +122,44 @@ static bool pipe_write(const char *buf, size_t n)
 		return false;
 	fd = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 	if (fd >= 0) {
-		ok = fstat(fd, &st) == 0 && same_object(&st) && write_nosignal(fd, buf, n);
+		ok = fstat(fd, &st) == 0 && st.st_dev == want->st_dev &&
+		     st.st_ino == want->st_ino && write_nosignal(fd, buf, n);
 		tb_real.close(fd);
 		return ok;
 	}
 	if (errno == ENXIO)
 		return false; /* a FIFO with no reader: the write would only fail with EPIPE */
-	if (!fd2_is_stderr() || tb_real.poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT))
+	if (tb_real.poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT))
 		return false;
 	return write_nosignal(2, buf, n);
 }
 
+/*
+ * fd 2 now: the start-up stderr, or what the program itself put there since (a daemon's
+ * freopen of its log file, a dup2 of a pipe). A socket that was not stderr at start-up is
+ * never written to: it is a connection that took the number after the program closed
+ * fds 0-2 (inetd-style services, daemons), and a line there would land in its data.
+ */
 static bool stderr_write(const char *buf, size_t n)
 {
 	struct pollfd p = { 2, POLLOUT, 0 };
+	struct stat st;
 
-	if (!stderr_known())
+	if (!stderr_known() || fstat(2, &st) < 0)
 		return false;
 	/* Whatever fd 2 is, a socket the library governs never receives a byte from us. */
 	if (tb_fd_sock(2) != NULL)
 		return false;
-	switch (err_id.type) {
+	switch (st.st_mode & S_IFMT) {
 	case S_IFSOCK: /* under systemd, stderr is a stream socket to the journal */
-		return fd2_is_stderr() && send_nowait(2, buf, n);
+		return same_object(&st) && send_nowait(2, buf, n);
 	case S_IFIFO:
-		return pipe_write(buf, n);
+		return pipe_write(&st, buf, n);
 	default:
-		if (!fd2_is_stderr())
-			return false;
 		/* A terminal stopped by ^S or a pty whose reader stalled blocks its writers:
 		 * write only when it has room (a tty is not reopened: a hung-up one's number
 		 * may belong to someone else's session by now). */
-		if (err_id.tty && (tb_real.poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT)))
+		if (isatty(2) && (tb_real.poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT)))
 			return false;
 		return tb_real.write(2, buf, n) == (ssize_t)n;
 	}
