@@ -225,6 +225,7 @@ static int settings_from_config(const char *path, const struct plan_args *a,
 		in->set = *s;
 	else
 		tb_settings_init(&in->set);
+	tb_settings_finish(&in->set);
 	tb_config_free(c);
 	return 0;
 }

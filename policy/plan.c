@@ -165,6 +165,12 @@ static int64_t add_sat(int64_t t, int64_t d)
 	return d >= TB_NEVER - t ? TB_NEVER : t + d;
 }
 
+/* k intervals of d, saturated at TB_NEVER ("drip=2562047h/1000" is valid). */
+static int64_t mul_sat(long k, int64_t d)
+{
+	return k > 0 && d > TB_NEVER / k ? TB_NEVER : k * d;
+}
+
 static struct tb_plan_event *emit(struct sim *m, enum tb_plan_what what, int64_t at)
 {
 	static struct tb_plan_event overflow;
@@ -323,10 +329,10 @@ static int64_t arrival(const struct tb_downstream *d, int64_t sent, long k, long
 	case TB_DOWN_DRIP:
 		if (d->first_ns >= 0) {
 			*chunks = d->bytes + 1;
-			return add_sat(add_sat(sent, d->first_ns), k * d->interval_ns);
+			return add_sat(add_sat(sent, d->first_ns), mul_sat(k, d->interval_ns));
 		}
 		*chunks = d->bytes;
-		return add_sat(sent, (k + 1) * d->interval_ns);
+		return add_sat(sent, mul_sat(k + 1, d->interval_ns));
 	case TB_DOWN_DOWN:
 	case TB_DOWN_BLACKHOLE:
 		break;
@@ -492,6 +498,10 @@ int tb_plan_run(const struct tb_plan_input *in, struct tb_plan *out)
 		if (m.attempt > 1 && in->backoff_ns > 0) {
 			emit(&m, TB_EV_BACKOFF, m.now)->span = in->backoff_ns;
 			m.now = add_sat(m.now, in->backoff_ns);
+			if (m.now == TB_NEVER) {
+				out->outcome = TB_PLAN_FOREVER;
+				break;
+			}
 		}
 		out->attempts = m.attempt;
 		if (attempt(&m)) {
