@@ -402,7 +402,9 @@ static void print_text(const struct tb_plan_input *in, const struct tb_plan *p,
 		printf("  t=%-10s %s\n", when(e->at, t, sizeof(t)), line);
 	}
 	printf("outcome: %s", outcome_name(p->outcome));
-	if (p->outcome != TB_PLAN_FOREVER)
+	if (p->outcome == TB_PLAN_FOREVER)
+		printf(": the program waits for ever,");
+	else
 		printf(" at t=%s", when(p->end, t, sizeof(t)));
 	if (p->outcome == TB_PLAN_FAILED)
 		printf(", errno %s, ended by %s", errno_name(p->err), ender(p));
