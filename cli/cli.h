@@ -31,6 +31,9 @@ struct tb_config *tb_cli_load(const char *path, const char *const *opt_values, i
 /* `timebox check ...` (argv[0] is "check"). Returns the exit status. */
 int tb_check_main(int argc, char **argv);
 
+/* `timebox plan ...` (argv[0] is "plan"). Returns the exit status. */
+int tb_plan_main(int argc, char **argv);
+
 /*
  * Checks that LD_PRELOAD can reach the program `file` (a path found on PATH): not static, not
  * Go, not setuid/setgid or with file capabilities; for a #! script, the same for its

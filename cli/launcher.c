@@ -82,6 +82,7 @@ static void usage(FILE *out)
 		"       timebox run --print-env [OPTIONS]\n"
 		"       timebox check [--format text|json] [--inbound DURATION] [FILE]\n"
 		"       timebox check --explain DEST [FILE]\n"
+		"       timebox plan [OPTIONS] --downstream BEHAVIOUR  (see timebox plan --help)\n"
 		"       timebox --help | --version\n"
 		"\n"
 		"Runs COMMAND with libtimebox.so preloaded, adding timeouts to its TCP calls.\n"
@@ -434,6 +435,8 @@ int main(int argc, char **argv)
 		return run(argc - 1, argv + 1);
 	if (strcmp(argv[1], "check") == 0)
 		return tb_check_main(argc - 1, argv + 1);
+	if (strcmp(argv[1], "plan") == 0)
+		return tb_plan_main(argc - 1, argv + 1);
 	fprintf(stderr, "timebox: unknown command '%s'\n\n", argv[1]);
 	usage(stderr);
 	return EXIT_USAGE;
