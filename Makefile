@@ -35,6 +35,8 @@ POLICY_SRCS  := $(wildcard policy/*.c)
 RUNTIME_SRCS := $(wildcard shim/*.c)
 CLI_SRCS     := $(wildcard cli/*.c)
 POLICY_OBJS  := $(POLICY_SRCS:%.c=$(BUILD)/obj/%.o)
+# Policy the library never calls (the lint and the simulator serve the launcher only).
+LIB_POLICY_OBJS := $(filter-out $(BUILD)/obj/policy/lint.o $(BUILD)/obj/policy/plan.o,$(POLICY_OBJS))
 RUNTIME_OBJS := $(RUNTIME_SRCS:%.c=$(BUILD)/obj/%.o)
 CLI_OBJS     := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 
@@ -84,10 +86,10 @@ $(BUILD)/exports.map: $(RUNTIME_SRCS)
 	@{ echo '{ global:'; grep -ho 'TB_EXPORT[^(]*(' $(RUNTIME_SRCS) | \
 	   sed 's/($$//; s/.*[ *]//; s/$$/;/'; echo 'local: *; };'; } > $@
 
-$(LIB): $(POLICY_OBJS) $(RUNTIME_OBJS) $(BUILD)/exports.map
+$(LIB): $(LIB_POLICY_OBJS) $(RUNTIME_OBJS) $(BUILD)/exports.map
 	@mkdir -p $(dir $@)
 	$(CC) -shared $(SAN_LDFLAGS) -Wl,-z,defs -Wl,-soname,libtimebox.so \
-		-Wl,--version-script=$(BUILD)/exports.map -o $@ $(POLICY_OBJS) $(RUNTIME_OBJS) $(LDLIBS_LIB)
+		-Wl,--version-script=$(BUILD)/exports.map -o $@ $(LIB_POLICY_OBJS) $(RUNTIME_OBJS) $(LDLIBS_LIB)
 
 $(LAUNCHER): $(CLI_OBJS) $(POLICY_OBJS)
 	@mkdir -p $(dir $@)
