@@ -1,6 +1,7 @@
 /* frame_http.c - HTTP/1.x framing: requests and responses delimited by their headers,
  * Content-Length and chunked coding; bodies skipped by counting; pipelined requests counted. */
 #include <string.h>
+#include <strings.h>
 
 #include "frame_impl.h"
 
@@ -41,8 +42,8 @@ enum {
 #define ST_NOBODY 0x8u  /* 1xx, 204, 304 */
 
 /* Candidates matched while reading a method or a header name (tb_frame_http_half.cand). */
-static const char *const methods[2] = { "HEAD", "CONNECT" };
-static const char *const names[2] = { "content-length", "transfer-encoding" };
+static const char methods[2][32] = { "HEAD", "CONNECT" };
+static const char names[2][32] = { "content-length", "transfer-encoding" };
 
 void tb_frame_http_init(struct tb_frame *f)
 {
@@ -63,17 +64,33 @@ static bool is_hex(unsigned char c, unsigned *v)
 }
 
 /* Narrows the candidates `cand` (bit i: cands[i]) by character c at position pos. */
-static uint8_t narrow(const char *const cands[2], uint8_t cand, unsigned pos, unsigned char c)
+static uint8_t narrow(const char cands[2][32], uint8_t cand, unsigned pos, unsigned char c)
 {
 	for (unsigned i = 0; i < 2; i++)
-		if ((cand & (1u << i)) && (pos >= strlen(cands[i]) || cands[i][pos] != c))
-			cand &= (uint8_t) ~(1u << i);
+		if ((cand & (1u << i)) && cands[i][pos < 32 ? pos : 31] != c)
+			cand &= (uint8_t) ~(1u << i); /* a shorter name meets its NUL */
 	return cand;
 }
 
-static bool matched(const char *const cands[2], uint8_t cand, unsigned pos, unsigned i)
+/* Candidate i matched all `pos` characters seen, and has no more. */
+static bool matched(const char cands[2][32], uint8_t cand, unsigned pos, unsigned i)
 {
-	return (cand & (1u << i)) && pos == strlen(cands[i]);
+	return (cand & (1u << i)) && cands[i][pos < 32 ? pos : 31] == '\0';
+}
+
+static uint8_t status_class(uint64_t code)
+{
+	uint8_t st = 0;
+
+	if (code == 101)
+		st = ST_SWITCH;
+	else if (code < 200)
+		st = ST_INTERIM | ST_NOBODY;
+	else if (code == 204 || code == 304)
+		st = ST_NOBODY;
+	if (code >= 200 && code < 300)
+		st |= ST_2XX;
+	return st;
 }
 
 /* A message of this half is complete. Returns false when the protocol changed. */
@@ -164,6 +181,12 @@ static bool begin_request(struct tb_frame *f, unsigned *ev)
 	return true;
 }
 
+static void begin_response(struct tb_frame_http *h)
+{
+	memset(&h->rx, 0, sizeof(h->rx));
+	h->rx.fl = h->sent == h->done ? FL_UNSOL : 0;
+}
+
 /* The end of a line skipped to its LF, per state. Returns false when the protocol changed. */
 static bool line_end(struct tb_frame *f, bool tx, struct tb_frame_http_half *s, unsigned *ev)
 {
@@ -201,8 +224,7 @@ static bool step(struct tb_frame *f, bool tx, struct tb_frame_http_half *s, unsi
 			if (!begin_request(f, ev))
 				return false;
 		} else {
-			memset(s, 0, sizeof(*s));
-			s->fl = h->sent == h->done ? FL_UNSOL : 0;
+			begin_response(h);
 			s->st = H_STATUS;
 		}
 		return step(f, tx, s, c, ev);
@@ -252,19 +274,10 @@ static bool step(struct tb_frame *f, bool tx, struct tb_frame_http_half *s, unsi
 			if (c != ' ')
 				break;
 		} else {
-			uint64_t code = s->n;
-
 			if (c != ' ' && c != '\r' && c != '\n')
 				break;
+			s->status = status_class(s->n);
 			s->n = 0;
-			if (code == 101)
-				s->status = ST_SWITCH;
-			else if (code < 200)
-				s->status = ST_INTERIM | ST_NOBODY;
-			else if (code == 204 || code == 304)
-				s->status = ST_NOBODY;
-			if (code >= 200 && code < 300)
-				s->status |= ST_2XX;
 			s->st = c == '\n' ? H_HSTART : H_SLINE;
 			return true;
 		}
@@ -304,9 +317,15 @@ static bool step(struct tb_frame *f, bool tx, struct tb_frame_http_half *s, unsi
 			}
 			return true;
 		}
-		if (c <= ' ' || c >= 0x7f || s->pos == 0xff)
-			break;
-		s->cand = narrow(names, s->cand, s->pos++, tb_frame_lower(c));
+		/* Other names are not checked, nor is a line without a colon: the peer
+		 * judges them, framing only needs the line's end. */
+		if (c == '\n') {
+			s->st = H_HSTART;
+			return true;
+		}
+		s->cand = narrow(names, s->cand, s->pos, tb_frame_lower(c));
+		if (s->pos < 0xff)
+			s->pos++;
 		return true;
 	case H_CLVAL:
 		/* s->te: 1 = digits seen, 2 = blank after them */
@@ -399,6 +418,144 @@ static bool step(struct tb_frame *f, bool tx, struct tb_frame_http_half *s, unsi
 	return false;
 }
 
+static bool is_digit(unsigned char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static bool is_method(const unsigned char *p, size_t n, const char *m)
+{
+	return n == strlen(m) && memcmp(p, m, n) == 0;
+}
+
+/* A whole request line p[0..len) (LF included): the same checks as step()'s. */
+static size_t fast_request_line(struct tb_frame *f, const unsigned char *p, size_t len,
+				unsigned *ev)
+{
+	struct tb_frame_http *h = &f->u.http;
+	const unsigned char *sp = memchr(p, ' ', len);
+	size_t mlen = sp ? (size_t)(sp - p) : 0, e = len - 1;
+	uint32_t bit = 1u << (h->sent % TB_FRAME_PIPELINE_MAX);
+
+	if (mlen == 0 || mlen > 32)
+		return 0;
+	for (size_t k = 0; k < mlen; k++)
+		if (!((p[k] >= 'A' && p[k] <= 'Z') || p[k] == '-' || p[k] == '_'))
+			return 0;
+	if (e > 0 && p[e - 1] == '\r')
+		e--;
+	if (e < mlen + 10 || memcmp(p + e - 9, " HTTP/1.", 8) != 0 || !is_digit(p[e - 1]))
+		return 0;
+	if (!begin_request(f, ev))
+		return len;
+	if (is_method(p, mlen, "HEAD"))
+		h->head_mask |= bit;
+	if (is_method(p, mlen, "CONNECT"))
+		h->connect_mask |= bit;
+	h->tx.st = H_HSTART;
+	h->tx.hbytes = (uint16_t)len;
+	return len;
+}
+
+/* A whole status line p[0..len): the same checks as step()'s. */
+static size_t fast_status_line(struct tb_frame_http *h, const unsigned char *p, size_t len)
+{
+	if (len < 13 || memcmp(p, "HTTP/1.", 7) != 0 || !is_digit(p[7]) || p[8] != ' ' ||
+	    !is_digit(p[9]) || !is_digit(p[10]) || !is_digit(p[11]) ||
+	    (p[12] != ' ' && p[12] != '\r' && p[12] != '\n'))
+		return 0;
+	begin_response(h);
+	h->rx.status = status_class((p[9] - '0') * 100u + (p[10] - '0') * 10u + (p[11] - '0'));
+	h->rx.st = H_HSTART;
+	h->rx.hbytes = (uint16_t)len;
+	return len;
+}
+
+/* A Content-Length value v[0..n) up to its LF, plain digits between blanks; false to
+ * leave anything else (a second length, no digits, a sign) to step(). */
+static bool fast_content_length(struct tb_frame_http_half *s, const unsigned char *v, size_t n)
+{
+	size_t k = 0, d;
+	uint64_t x = 0;
+
+	if (s->fl & FL_CL)
+		return false;
+	while (k < n && (v[k] == ' ' || v[k] == '\t'))
+		k++;
+	for (d = 0; k < n && is_digit(v[k]) && d < 18; k++, d++)
+		x = x * 10 + (uint64_t)(v[k] - '0');
+	while (k < n && (v[k] == ' ' || v[k] == '\t' || v[k] == '\r'))
+		k++;
+	if (d == 0 || k != n - 1) /* v[n - 1] is the LF */
+		return false;
+	s->fl |= FL_CL;
+	s->n = x;
+	return true;
+}
+
+/*
+ * Header lines that lie whole within the buffer, from p: a line that is neither
+ * Content-Length nor Transfer-Encoding costs one memchr and a look at its first byte.
+ * Stops (leaving the rest to step(), which decides the same way) at the empty line, a
+ * folded line, Transfer-Encoding, an unusual Content-Length, or a line split across
+ * buffers. Returns the bytes consumed.
+ */
+static size_t fast_headers(struct tb_frame_http_half *s, const unsigned char *p, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		const unsigned char *q = p + i, *lf;
+		unsigned char c = q[0] | 0x20;
+		size_t len;
+
+		if (q[0] == '\r' || q[0] == '\n' || q[0] == ' ' || q[0] == '\t')
+			break;
+		lf = memchr(q, '\n', n - i);
+		if (lf == NULL)
+			break;
+		len = (size_t)(lf - q) + 1;
+		if (s->hbytes + len > TB_FRAME_HDR_MAX)
+			break;
+		if (c == 'c' && len > 15 && strncasecmp((const char *)q, "content-length:", 15) == 0) {
+			if (!fast_content_length(s, q + 15, len - 15))
+				break;
+		} else if (c == 't' && len > 18 &&
+			   strncasecmp((const char *)q, "transfer-encoding:", 18) == 0) {
+			break;
+		}
+		s->hbytes = (uint16_t)(s->hbytes + len);
+		i += len;
+	}
+	return i;
+}
+
+/*
+ * Whole lines within one buffer (the common case) are taken at once: a request or status
+ * line is checked at its ends, then the header lines that follow (fast_headers).
+ * Returns the bytes consumed; 0 lets step() take the bytes one at a time, deciding
+ * exactly as this would.
+ */
+static size_t fast_lines(struct tb_frame *f, bool tx, struct tb_frame_http_half *s,
+			 const unsigned char *p, size_t n, unsigned *ev)
+{
+	size_t used = 0;
+
+	if (s->st == H_START) {
+		const unsigned char *lf = memchr(p, '\n', n);
+		size_t len = lf ? (size_t)(lf - p) + 1 : 0;
+
+		if (len == 0 || len > TB_FRAME_HDR_MAX || p[0] == '\r' || p[0] == '\n')
+			return 0;
+		used = tx ? fast_request_line(f, p, len, ev) : fast_status_line(&f->u.http, p, len);
+		if (used == 0 || f->proto != TB_PROTO_HTTP)
+			return used;
+	}
+	if (s->st == H_HSTART)
+		used += fast_headers(s, p + used, n - used);
+	return used;
+}
+
 static bool skips_to_lf(uint8_t st)
 {
 	return st == H_SLINE || st == H_HSKIP || st == H_TRSKIP || st == H_CHUNK_EXT;
@@ -445,6 +602,16 @@ size_t tb_frame_http_feed(struct tb_frame *f, bool tx, const unsigned char *p, s
 			if (lf && !line_end(f, tx, s, ev))
 				return i;
 			continue;
+		}
+		if (s->st == H_START || s->st == H_HSTART) {
+			uint8_t proto = f->proto;
+			size_t used = fast_lines(f, tx, s, p + i, n - i, ev);
+
+			i += used;
+			if (f->proto != proto)
+				return i;
+			if (used > 0)
+				continue;
 		}
 		if (s->hbytes >= TB_FRAME_HDR_MAX) {
 			tb_frame_give_up(f, ev); /* a header flood, an endless line */

@@ -264,6 +264,16 @@ size_t tb_frame_resp_feed(struct tb_frame *f, bool tx, const unsigned char *p, s
 			} else if (c >= '0' && c <= '9' && s->digits < 19) {
 				s->n = s->n * 10 + (uint64_t)(c - '0');
 				s->digits++;
+				/* the rest of the number and its CRLF, without the dispatch */
+				while (i < n && p[i] >= '0' && p[i] <= '9' && s->digits < 19) {
+					s->n = s->n * 10 + (uint64_t)(p[i++] - '0');
+					s->digits++;
+				}
+				if (n - i >= 2 && p[i] == '\r' && p[i + 1] == '\n') {
+					i += 2;
+					if (!number_done(f, tx, ev))
+						return i;
+				}
 			} else if (c == '\n') {
 				if (!number_done(f, tx, ev))
 					return i;

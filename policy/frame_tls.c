@@ -122,6 +122,22 @@ size_t tb_frame_tls_feed(struct tb_frame *f, bool tx, const unsigned char *p, si
 			i += take;
 			continue;
 		}
+		if (*hpos == 0 && n - i >= 5) {
+			/* A whole header in this buffer: the usual case, taken at once. */
+			uint16_t len = (uint16_t)(p[i + 3] << 8 | p[i + 4]);
+
+			if (p[i] < CT_CCS || p[i] > CT_HEARTBEAT || p[i + 1] != 3 || p[i + 2] > 4 ||
+			    len > RECORD_MAX)
+				goto bad;
+			*type = p[i];
+			if (tx)
+				tx_record(f, p[i], ev);
+			else
+				rx_record(t, p[i], len);
+			*skip = len;
+			i += 5;
+			continue;
+		}
 		c = p[i++];
 		switch (*hpos) {
 		case 0:
