@@ -1,45 +1,8 @@
 /* frame_http.c - HTTP/1.x framing: requests and responses delimited by their headers,
  * Content-Length and chunked coding; bodies skipped by counting; pipelined requests counted. */
 #include <string.h>
-#include <strings.h>
 
-#include "frame_impl.h"
-
-/* Parser states, one set for both halves (a request's line differs from a status line). */
-enum {
-	H_START = 0,  /* between messages (stray CR/LF are skipped) */
-	H_METHOD,     /* request: the method token */
-	H_RLINE,      /* request: the rest of the request line, ending in " HTTP/1.x" */
-	H_STATUS,     /* response: "HTTP/1.x NNN" */
-	H_SLINE,      /* response: the reason phrase */
-	H_HSTART,     /* start of a header line (or the empty line) */
-	H_HNAME,
-	H_HSKIP,      /* a header value we do not need: skip to LF */
-	H_CLVAL,      /* Content-Length value */
-	H_TEVAL,      /* Transfer-Encoding value */
-	H_HEND_LF,    /* CR of the empty line seen */
-	H_BODY,       /* n bytes of body left */
-	H_CHUNK_SIZE,
-	H_CHUNK_EXT,
-	H_CHUNK_DATA, /* n bytes of chunk data left */
-	H_CHUNK_CRLF, /* the CRLF after chunk data */
-	H_TRAILER,
-	H_TRSKIP,
-	H_TRAILER_LF,
-	H_EOF_BODY,   /* response delimited by the connection's end */
-};
-
-/* tb_frame_http_half.fl */
-#define FL_CL 0x1u      /* Content-Length seen */
-#define FL_TE 0x2u      /* Transfer-Encoding seen */
-#define FL_CHUNKED 0x4u /* ... and its last coding is chunked */
-#define FL_UNSOL 0x8u   /* rx: a response that came with no request outstanding */
-
-/* tb_frame_http_half.status */
-#define ST_INTERIM 0x1u /* 1xx other than 101: the final response follows */
-#define ST_SWITCH 0x2u  /* 101 Switching Protocols */
-#define ST_2XX 0x4u
-#define ST_NOBODY 0x8u  /* 1xx, 204, 304 */
+#include "frame_http_impl.h"
 
 /* Candidates matched while reading a method or a header name (tb_frame_http_half.cand). */
 static const char methods[2][32] = { "HEAD", "CONNECT" };
@@ -78,7 +41,7 @@ static bool matched(const char cands[2][32], uint8_t cand, unsigned pos, unsigne
 	return (cand & (1u << i)) && cands[i][pos < 32 ? pos : 31] == '\0';
 }
 
-static uint8_t status_class(uint64_t code)
+uint8_t tb_frame_http_status_class(uint64_t code)
 {
 	uint8_t st = 0;
 
@@ -93,7 +56,7 @@ static uint8_t status_class(uint64_t code)
 	return st;
 }
 
-/* A message of this half is complete. Returns false when the protocol changed. */
+/* A message of this half is complete (the protocol stays: returns true). */
 static bool message_done(struct tb_frame *f, bool tx, unsigned *ev)
 {
 	struct tb_frame_http *h = &f->u.http;
@@ -160,7 +123,7 @@ static bool headers_done(struct tb_frame *f, bool tx, unsigned *ev)
 	return true;
 }
 
-static bool begin_request(struct tb_frame *f, unsigned *ev)
+bool tb_frame_http_begin_request(struct tb_frame *f, unsigned *ev)
 {
 	struct tb_frame_http *h = &f->u.http;
 	uint32_t outstanding = h->sent - h->done;
@@ -181,7 +144,7 @@ static bool begin_request(struct tb_frame *f, unsigned *ev)
 	return true;
 }
 
-static void begin_response(struct tb_frame_http *h)
+void tb_frame_http_begin_response(struct tb_frame_http *h)
 {
 	memset(&h->rx, 0, sizeof(h->rx));
 	h->rx.fl = h->sent == h->done ? FL_UNSOL : 0;
@@ -221,10 +184,10 @@ static bool step(struct tb_frame *f, bool tx, struct tb_frame_http_half *s, unsi
 		if (c == '\r' || c == '\n')
 			return true;
 		if (tx) {
-			if (!begin_request(f, ev))
+			if (!tb_frame_http_begin_request(f, ev))
 				return false;
 		} else {
-			begin_response(h);
+			tb_frame_http_begin_response(h);
 			s->st = H_STATUS;
 		}
 		return step(f, tx, s, c, ev);
@@ -276,7 +239,7 @@ static bool step(struct tb_frame *f, bool tx, struct tb_frame_http_half *s, unsi
 		} else {
 			if (c != ' ' && c != '\r' && c != '\n')
 				break;
-			s->status = status_class(s->n);
+			s->status = tb_frame_http_status_class(s->n);
 			s->n = 0;
 			s->st = c == '\n' ? H_HSTART : H_SLINE;
 			return true;
@@ -418,144 +381,6 @@ static bool step(struct tb_frame *f, bool tx, struct tb_frame_http_half *s, unsi
 	return false;
 }
 
-static bool is_digit(unsigned char c)
-{
-	return c >= '0' && c <= '9';
-}
-
-static bool is_method(const unsigned char *p, size_t n, const char *m)
-{
-	return n == strlen(m) && memcmp(p, m, n) == 0;
-}
-
-/* A whole request line p[0..len) (LF included): the same checks as step()'s. */
-static size_t fast_request_line(struct tb_frame *f, const unsigned char *p, size_t len,
-				unsigned *ev)
-{
-	struct tb_frame_http *h = &f->u.http;
-	const unsigned char *sp = memchr(p, ' ', len);
-	size_t mlen = sp ? (size_t)(sp - p) : 0, e = len - 1;
-	uint32_t bit = 1u << (h->sent % TB_FRAME_PIPELINE_MAX);
-
-	if (mlen == 0 || mlen > 32)
-		return 0;
-	for (size_t k = 0; k < mlen; k++)
-		if (!((p[k] >= 'A' && p[k] <= 'Z') || p[k] == '-' || p[k] == '_'))
-			return 0;
-	if (e > 0 && p[e - 1] == '\r')
-		e--;
-	if (e < mlen + 10 || memcmp(p + e - 9, " HTTP/1.", 8) != 0 || !is_digit(p[e - 1]))
-		return 0;
-	if (!begin_request(f, ev))
-		return len;
-	if (is_method(p, mlen, "HEAD"))
-		h->head_mask |= bit;
-	if (is_method(p, mlen, "CONNECT"))
-		h->connect_mask |= bit;
-	h->tx.st = H_HSTART;
-	h->tx.hbytes = (uint16_t)len;
-	return len;
-}
-
-/* A whole status line p[0..len): the same checks as step()'s. */
-static size_t fast_status_line(struct tb_frame_http *h, const unsigned char *p, size_t len)
-{
-	if (len < 13 || memcmp(p, "HTTP/1.", 7) != 0 || !is_digit(p[7]) || p[8] != ' ' ||
-	    !is_digit(p[9]) || !is_digit(p[10]) || !is_digit(p[11]) ||
-	    (p[12] != ' ' && p[12] != '\r' && p[12] != '\n'))
-		return 0;
-	begin_response(h);
-	h->rx.status = status_class((p[9] - '0') * 100u + (p[10] - '0') * 10u + (p[11] - '0'));
-	h->rx.st = H_HSTART;
-	h->rx.hbytes = (uint16_t)len;
-	return len;
-}
-
-/* A Content-Length value v[0..n) up to its LF, plain digits between blanks; false to
- * leave anything else (a second length, no digits, a sign) to step(). */
-static bool fast_content_length(struct tb_frame_http_half *s, const unsigned char *v, size_t n)
-{
-	size_t k = 0, d;
-	uint64_t x = 0;
-
-	if (s->fl & FL_CL)
-		return false;
-	while (k < n && (v[k] == ' ' || v[k] == '\t'))
-		k++;
-	for (d = 0; k < n && is_digit(v[k]) && d < 18; k++, d++)
-		x = x * 10 + (uint64_t)(v[k] - '0');
-	while (k < n && (v[k] == ' ' || v[k] == '\t' || v[k] == '\r'))
-		k++;
-	if (d == 0 || k != n - 1) /* v[n - 1] is the LF */
-		return false;
-	s->fl |= FL_CL;
-	s->n = x;
-	return true;
-}
-
-/*
- * Header lines that lie whole within the buffer, from p: a line that is neither
- * Content-Length nor Transfer-Encoding costs one memchr and a look at its first byte.
- * Stops (leaving the rest to step(), which decides the same way) at the empty line, a
- * folded line, Transfer-Encoding, an unusual Content-Length, or a line split across
- * buffers. Returns the bytes consumed.
- */
-static size_t fast_headers(struct tb_frame_http_half *s, const unsigned char *p, size_t n)
-{
-	size_t i = 0;
-
-	while (i < n) {
-		const unsigned char *q = p + i, *lf;
-		unsigned char c = q[0] | 0x20;
-		size_t len;
-
-		if (q[0] == '\r' || q[0] == '\n' || q[0] == ' ' || q[0] == '\t')
-			break;
-		lf = memchr(q, '\n', n - i);
-		if (lf == NULL)
-			break;
-		len = (size_t)(lf - q) + 1;
-		if (s->hbytes + len > TB_FRAME_HDR_MAX)
-			break;
-		if (c == 'c' && len > 15 && strncasecmp((const char *)q, "content-length:", 15) == 0) {
-			if (!fast_content_length(s, q + 15, len - 15))
-				break;
-		} else if (c == 't' && len > 18 &&
-			   strncasecmp((const char *)q, "transfer-encoding:", 18) == 0) {
-			break;
-		}
-		s->hbytes = (uint16_t)(s->hbytes + len);
-		i += len;
-	}
-	return i;
-}
-
-/*
- * Whole lines within one buffer (the common case) are taken at once: a request or status
- * line is checked at its ends, then the header lines that follow (fast_headers).
- * Returns the bytes consumed; 0 lets step() take the bytes one at a time, deciding
- * exactly as this would.
- */
-static size_t fast_lines(struct tb_frame *f, bool tx, struct tb_frame_http_half *s,
-			 const unsigned char *p, size_t n, unsigned *ev)
-{
-	size_t used = 0;
-
-	if (s->st == H_START) {
-		const unsigned char *lf = memchr(p, '\n', n);
-		size_t len = lf ? (size_t)(lf - p) + 1 : 0;
-
-		if (len == 0 || len > TB_FRAME_HDR_MAX || p[0] == '\r' || p[0] == '\n')
-			return 0;
-		used = tx ? fast_request_line(f, p, len, ev) : fast_status_line(&f->u.http, p, len);
-		if (used == 0 || f->proto != TB_PROTO_HTTP)
-			return used;
-	}
-	if (s->st == H_HSTART)
-		used += fast_headers(s, p + used, n - used);
-	return used;
-}
-
 static bool skips_to_lf(uint8_t st)
 {
 	return st == H_SLINE || st == H_HSKIP || st == H_TRSKIP || st == H_CHUNK_EXT;
@@ -605,7 +430,7 @@ size_t tb_frame_http_feed(struct tb_frame *f, bool tx, const unsigned char *p, s
 		}
 		if (s->st == H_START || s->st == H_HSTART) {
 			uint8_t proto = f->proto;
-			size_t used = fast_lines(f, tx, s, p + i, n - i, ev);
+			size_t used = tb_frame_http_lines(f, tx, s, p + i, n - i, ev);
 
 			i += used;
 			if (f->proto != proto)
