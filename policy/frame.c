@@ -253,6 +253,41 @@ unsigned tb_frame_received(struct tb_frame *f, const void *buf, size_t n)
 	return feed(f, false, buf, n);
 }
 
+unsigned tb_frame_unseen(struct tb_frame *f, bool sent, uint64_t n)
+{
+	unsigned ev = 0;
+	bool ok;
+
+	if (f->proto == TB_PROTO_RAW || f->proto == TB_PROTO_SESSION || n == 0)
+		return 0;
+	switch (f->proto) {
+	case TB_PROTO_HTTP:
+		ok = tb_frame_http_skip(f, sent, n, &ev);
+		break;
+	case TB_PROTO_TLS:
+		ok = tb_frame_tls_skip(f, sent, n, &ev);
+		break;
+	case TB_PROTO_POSTGRES:
+		ok = tb_frame_pg_skip(f, sent, n, &ev);
+		break;
+	case TB_PROTO_REDIS:
+		ok = tb_frame_resp_skip(f, sent, n, &ev);
+		break;
+	default:
+		ok = false; /* still detecting: the first bytes are the ones that matter */
+		break;
+	}
+	if (!ok)
+		tb_frame_give_up(f, &ev);
+	return ev;
+}
+
+void tb_frame_abandon(struct tb_frame *f)
+{
+	if (f->proto != TB_PROTO_RAW)
+		tb_frame_switch(f, TB_PROTO_RAW);
+}
+
 enum tb_frame_state tb_frame_state(const struct tb_frame *f)
 {
 	switch (f->proto) {

@@ -160,7 +160,7 @@ struct tb_frame {
 	} u;
 };
 
-#define TB_FRAME_SIZE_MAX 72
+#define TB_FRAME_SIZE_MAX 64
 
 /* Starts framing a new connection; `forced` is a rule's protocol (TB_PROTO_AUTO: detect). */
 void tb_frame_init(struct tb_frame *f, enum tb_proto forced);
@@ -180,6 +180,18 @@ unsigned tb_frame_sent(struct tb_frame *f, const void *buf, size_t n);
  * (never for TLS, whose responses are invisible), RAW, SESSION.
  */
 unsigned tb_frame_received(struct tb_frame *f, const void *buf, size_t n);
+
+/*
+ * n bytes moved in one direction that the hooks could not see (sendfile, splice, a
+ * zero-copy send). Counted when they fall inside a body the machine is skipping (a file
+ * sent as an HTTP body, a TLS record's payload); anywhere else framing gives up (RAW).
+ * Returns TB_FRAME_EV_* bits like tb_frame_sent.
+ */
+unsigned tb_frame_unseen(struct tb_frame *f, bool sent, uint64_t n);
+
+/* Stop framing this socket for good (RAW): for uses framing cannot follow, such as two
+ * threads sending and receiving at once without serialising their calls. */
+void tb_frame_abandon(struct tb_frame *f);
 
 /* The connection's state now (see enum tb_frame_state). */
 enum tb_frame_state tb_frame_state(const struct tb_frame *f);

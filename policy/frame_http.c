@@ -473,3 +473,21 @@ bool tb_frame_http_starts(const struct tb_frame *f)
 
 	return h->tx.st == H_START && h->rx.st == H_START && h->sent == h->done && h->sent > 0;
 }
+
+bool tb_frame_http_skip(struct tb_frame *f, bool tx, uint64_t n, unsigned *ev)
+{
+	struct tb_frame_http_half *s = tx ? &f->u.http.tx : &f->u.http.rx;
+
+	if (s->st == H_EOF_BODY)
+		return true;
+	if ((s->st != H_BODY && s->st != H_CHUNK_DATA) || n > s->n)
+		return false;
+	s->n -= n;
+	if (s->n == 0 && s->st == H_CHUNK_DATA) {
+		s->st = H_CHUNK_CRLF;
+		s->pos = 0;
+	} else if (s->n == 0) {
+		message_done(f, tx, ev);
+	}
+	return true;
+}

@@ -39,6 +39,13 @@ bool tb_frame_tls_starts(const struct tb_frame *f);
 bool tb_frame_pg_starts(const struct tb_frame *f);
 bool tb_frame_resp_starts(const struct tb_frame *f);
 
+/* n bytes moved that the hooks did not see (sendfile, splice): counted when the machine is
+ * skipping a body at least that long, otherwise false (the caller gives up). */
+bool tb_frame_http_skip(struct tb_frame *f, bool tx, uint64_t n, unsigned *ev);
+bool tb_frame_tls_skip(struct tb_frame *f, bool tx, uint64_t n, unsigned *ev);
+bool tb_frame_pg_skip(struct tb_frame *f, bool tx, uint64_t n, unsigned *ev);
+bool tb_frame_resp_skip(struct tb_frame *f, bool tx, uint64_t n, unsigned *ev);
+
 /* The peer closed: a response framed "until EOF" is complete. Returns event bits. */
 unsigned tb_frame_http_eof(struct tb_frame *f);
 

@@ -177,3 +177,16 @@ enum tb_frame_state tb_frame_pg_state(const struct tb_frame *f)
 		return TB_FRAME_AWAITING;
 	return TB_FRAME_RESTING;
 }
+
+bool tb_frame_pg_skip(struct tb_frame *f, bool tx, uint64_t n, unsigned *ev)
+{
+	struct tb_frame_pg *g = &f->u.pg;
+	struct tb_frame_pg_half *s = tx ? &g->tx : &g->rx;
+
+	if (s->st != P_MSG || s->hpos != 0 || n > s->skip)
+		return false;
+	s->skip -= (uint32_t)n;
+	if (s->skip == 0 && !tx && s->type == 'Z')
+		ready_for_query(g, ev);
+	return true;
+}

@@ -310,3 +310,15 @@ enum tb_frame_state tb_frame_resp_state(const struct tb_frame *f)
 		return TB_FRAME_AWAITING;
 	return TB_FRAME_RESTING;
 }
+
+bool tb_frame_resp_skip(struct tb_frame *f, bool tx, uint64_t n, unsigned *ev)
+{
+	struct tb_frame_resp_half *s = tx ? &f->u.resp.tx : &f->u.resp.rx;
+
+	if (s->st != R_BULK || (s->fl & FL_NAMING) || n > s->n)
+		return false;
+	s->n -= n;
+	if (s->n == 0)
+		element_done(f, tx, ev);
+	return true;
+}

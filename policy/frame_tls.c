@@ -194,3 +194,15 @@ enum tb_frame_state tb_frame_tls_state(const struct tb_frame *f)
 		return TB_FRAME_AWAITING;
 	return TB_FRAME_ANSWERED;
 }
+
+bool tb_frame_tls_skip(struct tb_frame *f, bool tx, uint64_t n, unsigned *ev)
+{
+	struct tb_frame_tls *t = &f->u.tls;
+	uint16_t *skip = tx ? &t->tx.skip : &t->rx.skip;
+
+	(void)ev;
+	if ((tx ? t->tx.hpos : t->rx.hpos) != 0 || n > *skip)
+		return false;
+	*skip = (uint16_t)(*skip - n);
+	return true;
+}

@@ -134,6 +134,46 @@ static void test_eof(void **state)
 	assert_false(tb_frame_send_starts_call(&f));
 }
 
+/* sendfile/splice: bytes the hooks cannot see are counted inside a body, or end framing. */
+static void test_unseen_bytes(void **state)
+{
+	const char *put = "PUT /f HTTP/1.1\r\nContent-Length: 1000\r\n\r\n";
+	const char *ok = "HTTP/1.1 200 OK\r\nContent-Length: 4096\r\n\r\n";
+	const unsigned char rec[5] = { 23, 3, 3, 0x10, 0x00 };
+	struct tb_frame f;
+
+	(void)state;
+	tb_frame_init(&f, TB_PROTO_AUTO);
+	assert_int_equal(tb_frame_sent(&f, put, strlen(put)), 0);
+	assert_int_equal(tb_frame_unseen(&f, true, 600), 0);
+	assert_int_equal(tb_frame_unseen(&f, true, 400), 0);
+	assert_int_equal(tb_frame_received(&f, ok, strlen(ok)), 0);
+	assert_int_equal(tb_frame_unseen(&f, false, 4096), ENDS); /* splice()d to a file */
+	assert_int_equal(tb_frame_state(&f), RESTING);
+	assert_int_equal(tb_frame_unseen(&f, true, 10), EV_RAW); /* not inside a body */
+	assert_int_equal(tb_frame_state(&f), RAW);
+
+	tb_frame_init(&f, TB_PROTO_TLS);
+	tb_frame_sent(&f, rec, sizeof(rec));
+	assert_int_equal(tb_frame_unseen(&f, true, 4096), 0);
+	assert_int_equal(tb_frame_unseen(&f, true, 1), EV_RAW); /* past the record */
+
+	tb_frame_init(&f, TB_PROTO_AUTO);
+	assert_int_equal(tb_frame_unseen(&f, true, 1), EV_RAW); /* the first bytes unseen */
+
+	tb_frame_init(&f, TB_PROTO_AUTO);
+	tb_frame_sent(&f, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\n", 24);
+	assert_int_equal(tb_frame_unseen(&f, true, 5), 0);
+	assert_int_equal(tb_frame_sent(&f, "\r\n", 2), 0);
+	assert_int_equal(tb_frame_received(&f, "+OK\r\n", 5), ENDS);
+
+	tb_frame_init(&f, TB_PROTO_AUTO);
+	tb_frame_sent(&f, "GET / HTTP/1.1\r\n\r\n", 18);
+	tb_frame_abandon(&f);
+	assert_int_equal(tb_frame_state(&f), RAW);
+	assert_int_equal(tb_frame_received(&f, ok, strlen(ok)), 0);
+}
+
 static void test_names(void **state)
 {
 	enum tb_proto p;
@@ -242,6 +282,7 @@ int main(void)
 		cmocka_unit_test(test_forced_protocols),
 		cmocka_unit_test(test_both_sides_before_a_decision),
 		cmocka_unit_test(test_eof),
+		cmocka_unit_test(test_unseen_bytes),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_random_bytes_never_crash),
 		cmocka_unit_test(test_mutated_exchanges_never_crash),
