@@ -102,8 +102,9 @@ static bool ssh_prefix(const unsigned char *b, size_t k)
  * What the first k bytes of a connection say. Returns TB_PROTO_AUTO while more bytes are
  * needed (never past 8), otherwise the protocol to frame (RAW when none fits).
  * The client's first bytes: TLS record header 16 03 0x; "SSH-"; a RESP array "*<digit>";
- * a PostgreSQL startup, SSLRequest or GSSENCRequest packet (8 bytes); an HTTP method token
- * followed by a space (confirmed by the request line's " HTTP/1.x" at its end). The
+ * a PostgreSQL startup (protocol 3.0 to 3.2; an old Kafka client's Metadata request looks
+ * the same), SSLRequest or GSSENCRequest packet (8 bytes); an HTTP method token followed
+ * by a space (confirmed by the request line's " HTTP/1.x" at its end). The
  * server's first bytes: only an SSH banner is recognised; the server-first protocols
  * (SMTP, FTP, MySQL, ...) are raw.
  */
@@ -134,7 +135,7 @@ static enum tb_proto classify(const unsigned char *b, size_t k, bool tx, enum tb
 			return TB_PROTO_AUTO;
 		len = be32(b);
 		code = be32(b + 4);
-		if ((code >> 16) == 3 && len >= 8 && len <= 10000)
+		if ((code >> 16) == 3 && (code & 0xffff) <= 2 && len >= 8 && len <= 10000)
 			return TB_PROTO_POSTGRES;
 		if ((code == 80877103 || code == 80877104) && len == 8)
 			return TB_PROTO_POSTGRES;

@@ -75,7 +75,7 @@ static bool startup(struct tb_frame *f, unsigned *ev)
 	struct tb_frame_pg *g = &f->u.pg;
 	uint32_t len = g->tx.len, code = g->tx.code;
 
-	if ((code >> 16) == 3 && len >= 8 && len <= 10000) {
+	if ((code >> 16) == 3 && (code & 0xffff) <= 2 && len >= 8 && len <= 10000) {
 		g->expect++; /* answered by the first ReadyForQuery, after authentication */
 		g->tx.skip = len - 8;
 		g->tx.st = P_MSG;
