@@ -47,12 +47,15 @@ static size_t fast_request_line(struct tb_frame *f, const unsigned char *p, size
 /* A whole status line p[0..len): the same checks as step()'s. */
 static size_t fast_status_line(struct tb_frame_http *h, const unsigned char *p, size_t len)
 {
+	unsigned code;
+
 	if (len < 13 || memcmp(p, "HTTP/1.", 7) != 0 || !is_digit(p[7]) || p[8] != ' ' ||
 	    !is_digit(p[9]) || !is_digit(p[10]) || !is_digit(p[11]) ||
 	    (p[12] != ' ' && p[12] != '\r' && p[12] != '\n'))
 		return 0;
+	code = (p[9] - '0') * 100u + (p[10] - '0') * 10u + (p[11] - '0');
 	tb_frame_http_begin_response(h);
-	h->rx.status = tb_frame_http_status_class((p[9] - '0') * 100u + (p[10] - '0') * 10u + (p[11] - '0'));
+	h->rx.status = tb_frame_http_status_class(code);
 	h->rx.st = H_HSTART;
 	h->rx.hbytes = (uint16_t)len;
 	return len;
