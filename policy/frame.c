@@ -333,6 +333,22 @@ bool tb_frame_send_starts_call(const struct tb_frame *f)
 	}
 }
 
+bool tb_frame_answer_begun(const struct tb_frame *f)
+{
+	if (tb_frame_state(f) != TB_FRAME_AWAITING)
+		return false;
+	switch (f->proto) {
+	case TB_PROTO_HTTP:
+		return tb_frame_http_begun(f);
+	case TB_PROTO_TLS:
+		return tb_frame_tls_begun(f);
+	case TB_PROTO_POSTGRES:
+		return tb_frame_pg_begun(f);
+	default:
+		return tb_frame_resp_begun(f);
+	}
+}
+
 enum tb_proto tb_frame_proto(const struct tb_frame *f)
 {
 	return (enum tb_proto)f->proto;

@@ -107,6 +107,7 @@ struct tb_frame_pg_half {
 	uint8_t type;
 	uint8_t st;
 	uint8_t pad;
+	uint32_t msgs;  /* rx: messages begun; tx: rx.msgs when the client last sent one */
 };
 
 struct tb_frame_pg {
@@ -201,6 +202,13 @@ enum tb_frame_state tb_frame_state(const struct tb_frame *f);
  * send that begins here, available before the real send (where the budget's step runs).
  */
 bool tb_frame_send_starts_call(const struct tb_frame *f);
+
+/*
+ * While AWAITING: has a byte of the answer arrived (the `read` phase applies), or not yet
+ * (`first_byte`)? Unlike "any byte received", a TLS 1.3 session ticket or a bare record
+ * header is not the answer's first byte. False in any other state.
+ */
+bool tb_frame_answer_begun(const struct tb_frame *f);
 
 /* The protocol being framed (TB_PROTO_AUTO while detecting). */
 enum tb_proto tb_frame_proto(const struct tb_frame *f);

@@ -491,3 +491,8 @@ bool tb_frame_http_skip(struct tb_frame *f, bool tx, uint64_t n, unsigned *ev)
 	}
 	return true;
 }
+
+bool tb_frame_http_begun(const struct tb_frame *f)
+{
+	return f->u.http.rx.st != H_START; /* a response (or an interim one) under way */
+}

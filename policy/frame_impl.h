@@ -34,6 +34,11 @@ enum tb_frame_state tb_frame_tls_state(const struct tb_frame *f);
 enum tb_frame_state tb_frame_pg_state(const struct tb_frame *f);
 enum tb_frame_state tb_frame_resp_state(const struct tb_frame *f);
 
+bool tb_frame_http_begun(const struct tb_frame *f);
+bool tb_frame_tls_begun(const struct tb_frame *f);
+bool tb_frame_pg_begun(const struct tb_frame *f);
+bool tb_frame_resp_begun(const struct tb_frame *f);
+
 bool tb_frame_http_starts(const struct tb_frame *f);
 bool tb_frame_tls_starts(const struct tb_frame *f);
 bool tb_frame_pg_starts(const struct tb_frame *f);

@@ -142,6 +142,7 @@ size_t tb_frame_pg_feed(struct tb_frame *f, bool tx, const unsigned char *p, siz
 		if (s->hpos == 0) {
 			s->type = c;
 			s->len = 0;
+			s->msgs = tx ? g->rx.msgs : s->msgs + 1;
 			if (tx) {
 				tx_message(f, c, ev);
 			} else if (c == 'W') {
@@ -189,4 +190,13 @@ bool tb_frame_pg_skip(struct tb_frame *f, bool tx, uint64_t n, unsigned *ev)
 	if (s->skip == 0 && !tx && s->type == 'Z')
 		ready_for_query(g, ev);
 	return true;
+}
+
+bool tb_frame_pg_begun(const struct tb_frame *f)
+{
+	const struct tb_frame_pg *g = &f->u.pg;
+
+	/* any message since the client's last one: a notice or a notification in the middle
+	 * of a query counts too, as any received byte does for the system-call rules */
+	return g->rx.msgs != g->tx.msgs || g->rx.hpos > 0;
 }

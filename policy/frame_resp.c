@@ -322,3 +322,10 @@ bool tb_frame_resp_skip(struct tb_frame *f, bool tx, uint64_t n, unsigned *ev)
 		element_done(f, tx, ev);
 	return true;
 }
+
+bool tb_frame_resp_begun(const struct tb_frame *f)
+{
+	const struct tb_frame_resp_half *rx = &f->u.resp.rx;
+
+	return !at_rest(rx) && !(rx->fl & FL_PUSH);
+}

@@ -206,3 +206,12 @@ bool tb_frame_tls_skip(struct tb_frame *f, bool tx, uint64_t n, unsigned *ev)
 	*skip = (uint16_t)(*skip - n);
 	return true;
 }
+
+bool tb_frame_tls_begun(const struct tb_frame *f)
+{
+	const struct tb_frame_tls *t = &f->u.tls;
+
+	if (!handshake_done(t)) /* the server's flight began since the client's last record */
+		return t->tx.recs > 0 && t->rx.tx_mark == t->tx.recs;
+	return t->tx.app_sent && t->rx.app != t->tx.rx_app_mark;
+}

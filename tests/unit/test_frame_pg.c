@@ -57,9 +57,11 @@ static void test_startup_auth_then_simple_query(void **state)
 	login(s);
 	msg(s, 'Q', 9); /* select 1 */
 	C(s, STARTS, AWAITING);
+	fs_begun(s, false);
 	msg(s, 'T', 27); /* RowDescription */
 	msg(s, 'D', 11); /* DataRow */
 	S(s, 0, AWAITING);
+	fs_begun(s, true);
 	msg(s, 'C', 13); /* CommandComplete */
 	S(s, 0, AWAITING);
 	msg(s, 'Z', 1);

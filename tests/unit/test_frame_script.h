@@ -32,6 +32,7 @@ struct fstep {
 	size_t off, n;
 	unsigned ev;
 	enum tb_frame_state st;
+	int begun; /* tb_frame_answer_begun expected after the step, -1: not checked */
 };
 
 struct fscript {
@@ -85,7 +86,7 @@ static inline void fs_be32(struct fscript *s, uint32_t v)
 static inline void fs_end(struct fscript *s, bool tx, unsigned ev, enum tb_frame_state st)
 {
 	assert_true(s->n < sizeof(s->s) / sizeof(s->s[0]));
-	s->s[s->n++] = (struct fstep){ tx, false, s->open, s->used - s->open, ev, st };
+	s->s[s->n++] = (struct fstep){ tx, false, s->open, s->used - s->open, ev, st, -1 };
 	s->open = s->used;
 }
 
@@ -103,7 +104,13 @@ static inline void fs_text(struct fscript *s, bool tx, const char *text, unsigne
 static inline void fs_eof(struct fscript *s, unsigned ev, enum tb_frame_state st)
 {
 	assert_true(s->n < sizeof(s->s) / sizeof(s->s[0]));
-	s->s[s->n++] = (struct fstep){ false, true, s->used, 0, ev, st };
+	s->s[s->n++] = (struct fstep){ false, true, s->used, 0, ev, st, -1 };
+}
+
+/* After the last step, tb_frame_answer_begun must say `begun`. */
+static inline void fs_begun(struct fscript *s, bool begun)
+{
+	s->s[s->n - 1].begun = begun;
 }
 
 static inline uint64_t fs_rand(uint64_t *x)
@@ -156,6 +163,8 @@ static inline void fs_run(const struct fscript *s, enum tb_proto proto)
 			if (ev != (st->ev & ~NOT_REQ) || tb_frame_state(&f) != st->st)
 				fail_msg("step %zu mode %d: events %#x state %d, want %#x %d", k,
 					 mode, ev, tb_frame_state(&f), st->ev, st->st);
+			if (st->begun >= 0 && tb_frame_answer_begun(&f) != st->begun)
+				fail_msg("step %zu mode %d: answer begun %d", k, mode, !st->begun);
 		}
 		if (tb_frame_proto(&f) != proto)
 			fail_msg("mode %d: proto %d, want %d", mode, tb_frame_proto(&f), proto);

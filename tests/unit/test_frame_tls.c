@@ -105,14 +105,21 @@ static void test_tls13_tickets_are_not_the_answer(void **state)
 	C(s, 0, AWAITING);
 	server_hello_13(s, true);
 	S(s, 0, AWAITING);
+	fs_begun(s, true); /* the server's flight came */
 	rec(s, CCS, 3, 1);
 	rec(s, APP, 3, 53);  /* Finished */
 	rec(s, APP, 3, 120); /* the first request, same flight */
 	C(s, 0, AWAITING);
+	fs_begun(s, false);
 	rec(s, APP, 3, 250); /* two NewSessionTickets, same length */
 	rec(s, APP, 3, 250);
 	S(s, 0, AWAITING);   /* still waiting for the first byte of the answer */
+	fs_begun(s, false);
 	rec(s, APP, 3, 900);
+	s->used -= 400;
+	S(s, 0, AWAITING);   /* half of the answer's first record */
+	fs_begun(s, true);
+	fs_fill(s, 0x57, 400);
 	S(s, 0, ANSWERED);
 	rec(s, APP, 3, 120);
 	C(s, STARTS, AWAITING);
