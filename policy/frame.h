@@ -33,7 +33,8 @@ enum tb_proto {
  *   ANSWERED  TLS only: application data came back after the last request and its last
  *             record is complete; whether more follows is invisible (HTTP inside TLS).
  *             The call has an answer: the runtime should treat it as the syscall rules
- *             treat "response bytes read" (read phase, no first_byte).
+ *             treat "response bytes read" (the read phase and the call's deadline, no
+ *             first_byte).
  *   SESSION   ssh, subscribed Redis, an upgraded HTTP connection, PostgreSQL CopyBoth:
  *             connect and write phases only, no deadline.
  */
@@ -140,12 +141,14 @@ struct tb_frame_resp {
  * Per governed socket. Fixed size (see TB_FRAME_SIZE_MAX), no pointers, no allocation:
  * zeroed memory is not a valid state, call tb_frame_init.
  *
- * Concurrency: tb_frame_sent writes the `tx` halves and tb_frame_received the `rx` halves
- * and the request/reply counters of their own side; each reads the other's counters. A
- * runtime that lets one thread send while another receives on the same socket must make
- * those word-sized counters relaxed atomics or serialise the two calls; a switch of
- * protocol (detection, PostgreSQL's SSL answer, an HTTP tunnel) rewrites the whole state
- * and happens only at a point where the other side is silent by the protocol's own rules.
+ * Concurrency: tb_frame_sent writes the `tx` halves and the request counters,
+ * tb_frame_received the `rx` halves and the answer counters; each reads the other's. A
+ * switch of protocol (detection, PostgreSQL's SSL answer, an HTTP tunnel) rewrites the
+ * whole state. So the calls on one socket must be serialised: a runtime that sees a send
+ * and a receive overlap (a per-socket try-flag already taken) calls tb_frame_abandon
+ * instead of waiting; full-duplex use is not request/response anyway. The queries may
+ * be asked under the same flag; a watchdog thread should read a state the I/O path
+ * published (one byte), not this struct.
  */
 struct tb_frame {
 	uint8_t proto;   /* enum tb_proto now (AUTO: detecting) */
@@ -198,8 +201,10 @@ void tb_frame_abandon(struct tb_frame *f);
 enum tb_frame_state tb_frame_state(const struct tb_frame *f);
 
 /*
- * Would a byte sent now begin a new call? The same answer tb_frame_sent will give for a
- * send that begins here, available before the real send (where the budget's step runs).
+ * Would a byte sent now begin a new call? The answer tb_frame_sent will give for a request
+ * that begins here, available before the real send (where the budget's step runs). It
+ * cannot see the bytes: a TLS alert, a PostgreSQL Terminate or a stray CRLF sent where it
+ * says true will not start a call.
  */
 bool tb_frame_send_starts_call(const struct tb_frame *f);
 
