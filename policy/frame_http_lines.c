@@ -1,0 +1,148 @@
+/* frame_http_lines.c - HTTP/1.x framing's fast path: request, status and header lines
+ * that lie whole in one buffer, checked at their ends instead of byte by byte. */
+#include <string.h>
+#include <strings.h>
+
+#include "frame_http_impl.h"
+
+static bool is_digit(unsigned char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static bool is_method(const unsigned char *p, size_t n, const char *m)
+{
+	return n == strlen(m) && memcmp(p, m, n) == 0;
+}
+
+/* A whole request line p[0..len) (LF included): the same checks as step()'s. */
+static size_t fast_request_line(struct tb_frame *f, const unsigned char *p, size_t len,
+				unsigned *ev)
+{
+	struct tb_frame_http *h = &f->u.http;
+	const unsigned char *sp = memchr(p, ' ', len);
+	size_t mlen = sp ? (size_t)(sp - p) : 0, e = len - 1;
+	uint32_t bit = 1u << (h->sent % TB_FRAME_PIPELINE_MAX);
+
+	if (mlen == 0 || mlen > 32)
+		return 0;
+	for (size_t k = 0; k < mlen; k++)
+		if (!((p[k] >= 'A' && p[k] <= 'Z') || p[k] == '-' || p[k] == '_'))
+			return 0;
+	if (e > 0 && p[e - 1] == '\r')
+		e--;
+	if (e < mlen + 10 || memcmp(p + e - 9, " HTTP/1.", 8) != 0 || !is_digit(p[e - 1]))
+		return 0;
+	if (!tb_frame_http_begin_request(f, ev))
+		return len;
+	if (is_method(p, mlen, "HEAD"))
+		h->head_mask |= bit;
+	if (is_method(p, mlen, "CONNECT"))
+		h->connect_mask |= bit;
+	h->tx.st = H_HSTART;
+	h->tx.hbytes = (uint16_t)len;
+	return len;
+}
+
+/* A whole status line p[0..len): the same checks as step()'s. */
+static size_t fast_status_line(struct tb_frame_http *h, const unsigned char *p, size_t len)
+{
+	unsigned code;
+
+	if (len < 13 || memcmp(p, "HTTP/1.", 7) != 0 || !is_digit(p[7]) || p[8] != ' ' ||
+	    !is_digit(p[9]) || !is_digit(p[10]) || !is_digit(p[11]) ||
+	    (p[12] != ' ' && p[12] != '\r' && p[12] != '\n'))
+		return 0;
+	code = (p[9] - '0') * 100u + (p[10] - '0') * 10u + (p[11] - '0');
+	tb_frame_http_begin_response(h);
+	h->rx.status = tb_frame_http_status_class(code);
+	h->rx.st = H_HSTART;
+	h->rx.hbytes = (uint16_t)len;
+	return len;
+}
+
+/* A Content-Length value v[0..n) up to its LF, plain digits between blanks; false to
+ * leave anything else (a second length, no digits, a sign) to step(). */
+static bool fast_content_length(struct tb_frame_http_half *s, const unsigned char *v, size_t n)
+{
+	size_t k = 0, d;
+	uint64_t x = 0;
+
+	if (s->fl & FL_CL)
+		return false;
+	while (k < n && (v[k] == ' ' || v[k] == '\t'))
+		k++;
+	for (d = 0; k < n && is_digit(v[k]) && d < 18; k++, d++)
+		x = x * 10 + (uint64_t)(v[k] - '0');
+	while (k < n && (v[k] == ' ' || v[k] == '\t' || v[k] == '\r'))
+		k++;
+	if (d == 0 || k != n - 1) /* v[n - 1] is the LF */
+		return false;
+	s->fl |= FL_CL;
+	s->n = x;
+	return true;
+}
+
+/*
+ * Header lines that lie whole within the buffer, from p: a line that is neither
+ * Content-Length nor Transfer-Encoding costs one memchr and a look at its first byte.
+ * Stops (leaving the rest to step(), which decides the same way) at the empty line, a
+ * folded line, Transfer-Encoding, an unusual Content-Length, or a line split across
+ * buffers. Returns the bytes consumed.
+ */
+static size_t fast_headers(struct tb_frame_http_half *s, const unsigned char *p, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		const unsigned char *q = p + i, *lf;
+		unsigned char c = q[0] | 0x20;
+		size_t len;
+
+		if (q[0] == '\r' || q[0] == '\n' || q[0] == ' ' || q[0] == '\t')
+			break;
+		lf = memchr(q, '\n', n - i);
+		if (lf == NULL)
+			break;
+		len = (size_t)(lf - q) + 1;
+		if (s->hbytes + len > TB_FRAME_HDR_MAX)
+			break;
+		if (c == 'c' && len > 15 && strncasecmp((const char *)q, "content-length:", 15) == 0) {
+			if (!fast_content_length(s, q + 15, len - 15))
+				break;
+		} else if (c == 't' && len > 18 &&
+			   strncasecmp((const char *)q, "transfer-encoding:", 18) == 0) {
+			break;
+		}
+		s->hbytes = (uint16_t)(s->hbytes + len);
+		i += len;
+	}
+	return i;
+}
+
+/*
+ * Whole lines within one buffer (the common case) are taken at once: a request or status
+ * line is checked at its ends, then the header lines that follow (fast_headers).
+ * Returns the bytes consumed; 0 lets step() take the bytes one at a time, deciding
+ * exactly as this would.
+ */
+size_t tb_frame_http_lines(struct tb_frame *f, bool tx, struct tb_frame_http_half *s,
+			   const unsigned char *p, size_t n, unsigned *ev)
+{
+	size_t used = 0;
+
+	if (s->st == H_START) {
+		const unsigned char *lf = memchr(p, '\n', n);
+		size_t len = lf ? (size_t)(lf - p) + 1 : 0;
+
+		if (len == 0 || len > TB_FRAME_HDR_MAX || p[0] == '\r' || p[0] == '\n')
+			return 0;
+		used = tx ? fast_request_line(f, p, len, ev) : fast_status_line(&f->u.http, p, len);
+		if (used == 0 || f->proto != TB_PROTO_HTTP)
+			return used;
+	}
+	if (s->st == H_HSTART)
+		used += fast_headers(s, p + used, n - used);
+	return used;
+}
+
