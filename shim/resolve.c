@@ -281,7 +281,7 @@ enum tb_lookup_plan tb_lookup_plan(struct tb_lookup *lk, const char *name, int a
 	int64_t dns, now, limit, start, deadline;
 	int step = TB_STEP_GO;
 
-	if (!atomic_load_explicit(&tb_governing, memory_order_relaxed))
+	if (!atomic_load_explicit(&tb_governing, memory_order_relaxed) || tb_resolver_thread)
 		return TB_LOOKUP_NATIVE;
 	dns = tb_cfg.dns_ns;
 	if (dns <= 0 && tb_cfg.deadline_ns <= 0)
@@ -308,8 +308,8 @@ enum tb_lookup_plan tb_lookup_plan(struct tb_lookup *lk, const char *name, int a
 	limit = dns > 0 ? dns : TB_NEVER;
 	if (deadline != TB_NEVER && deadline - now < limit)
 		limit = deadline - now;
-	if (limit == TB_NEVER)
-		return TB_LOOKUP_NATIVE;
+	if (limit >= TB_NEVER - now)
+		return TB_LOOKUP_NATIVE; /* "2562047h": no limit in practice */
 	lk->start = now;
 	lk->expiry = now + limit;
 	return TB_LOOKUP_BOUNDED;

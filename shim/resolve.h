@@ -35,6 +35,10 @@ struct tb_lookup {
 	bool budgeted;       /* the lookup took part in the thread's budget (not a vfork child) */
 };
 
+/* True on timebox's resolver threads: a lookup an NSS module makes from there runs natively
+ * (its caller is already bounded, and it must not queue behind itself). */
+extern _Thread_local bool tb_resolver_thread;
+
 enum tb_lookup_plan {
 	TB_LOOKUP_NATIVE = 0,  /* run libc's lookup in the caller, unchanged */
 	TB_LOOKUP_BOUNDED = 1, /* run it through tb_lookup_* below */

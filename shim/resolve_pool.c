@@ -69,6 +69,7 @@ static struct {
 static pthread_condattr_t mono;
 static pthread_key_t last_hostent; /* the thread's gethostbyname result: a struct req */
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+_Thread_local bool tb_resolver_thread;
 static bool pool_ready;
 
 static void free_req(struct req *r)
@@ -194,6 +195,7 @@ static void run(struct req *r)
 static void *resolver_thread(void *arg)
 {
 	(void)arg;
+	tb_resolver_thread = true;
 	pthread_mutex_lock(&pool.lock);
 	for (;;) {
 		struct req *r;
@@ -266,12 +268,15 @@ static void unlink_locked(struct req *r)
 	}
 }
 
-/* The caller gives up on r (pool.lock held): unsent, it goes; under way, its thread frees it. */
+/* The caller gives up on r (pool.lock held): unsent or finished, it goes; under way, its
+ * thread frees it. */
 static void abandon_locked(struct req *r)
 {
 	if (r->state == QUEUED) {
 		unlink_locked(r);
 		free_req(r);
+	} else if (r->state == DONE) {
+		free_req(r); /* finished as its caller was cancelled: nobody else will free it */
 	} else {
 		r->abandoned = true;
 	}
