@@ -321,20 +321,19 @@ void tb_lookup_expired(const struct tb_lookup *lk)
 }
 
 /*
- * A lookup cut at its expiry. Cut by dns_timeout it is a failed attempt of the call (the
- * program's own retry spends the same deadline); cut by the deadline it ends the call, as a
- * socket's expiry at the deadline would.
+ * A lookup cut at its expiry. Cut by the deadline it ends the call, as a socket's expiry at
+ * the deadline would. Cut by dns_timeout it leaves the call open, so a retry within the
+ * deadline spends the same budget; it is not marked as a failed attempt, because a failed
+ * call makes any later step of the thread an expiry, however much later it comes, and a
+ * thread that only resolves names (curl's resolver threads) must not fail its next lookup
+ * an hour later for that.
  */
 void tb_lookup_cut(const struct tb_lookup *lk)
 {
 	tb_lookup_expired(lk);
-	if (!lk->budgeted)
-		return;
-	if (lk->deadline != TB_NEVER && lk->expiry >= lk->deadline)
+	if (lk->budgeted && lk->deadline != TB_NEVER && lk->expiry >= lk->deadline)
 		tb_budget_on_expired(tb_budget_here(), &tb_cfg, &lookup_dest, TB_PHASE_DEADLINE,
 				     lk->deadline);
-	else
-		tb_budget_on_failure(tb_budget_here(), &tb_cfg);
 }
 
 /* A child of fork() may find a lock held by a thread it does not have. */
