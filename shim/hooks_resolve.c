@@ -9,8 +9,6 @@
 #include "init.h"
 #include "resolve.h"
 
-#define real_resolve tb_resolve_real
-
 /* Binds the real functions and loads the configuration (which says whether to learn). */
 static void prepare(void)
 {
@@ -36,12 +34,12 @@ TB_EXPORT int getaddrinfo(const char *node, const char *service, const struct ad
 	int r, saved;
 
 	prepare();
-	if (real_resolve.getaddrinfo == NULL)
+	if (tb_resolve_real.getaddrinfo == NULL)
 		return EAI_SYSTEM;
 	switch (tb_lookup_plan(&lk, node, hints != NULL ? hints->ai_family : AF_UNSPEC,
 			       hints != NULL && (hints->ai_flags & AI_NUMERICHOST))) {
 	case TB_LOOKUP_NATIVE:
-		r = real_resolve.getaddrinfo(node, service, hints, res);
+		r = tb_resolve_real.getaddrinfo(node, service, hints, res);
 		break;
 	case TB_LOOKUP_BOUNDED:
 		r = tb_lookup_getaddrinfo(&lk, node, service, hints, res);
@@ -71,11 +69,11 @@ TB_EXPORT struct hostent *gethostbyname(const char *name)
 	struct hostent *h;
 
 	prepare();
-	if (real_resolve.gethostbyname == NULL)
+	if (tb_resolve_real.gethostbyname == NULL)
 		return NULL;
 	switch (tb_lookup_plan(&lk, name, AF_INET, false)) {
 	case TB_LOOKUP_NATIVE:
-		h = real_resolve.gethostbyname(name);
+		h = tb_resolve_real.gethostbyname(name);
 		break;
 	case TB_LOOKUP_BOUNDED:
 		h = tb_lookup_gethostbyname(&lk, name, false, AF_INET);
@@ -95,11 +93,11 @@ TB_EXPORT struct hostent *gethostbyname2(const char *name, int af)
 	struct hostent *h;
 
 	prepare();
-	if (real_resolve.gethostbyname2 == NULL)
+	if (tb_resolve_real.gethostbyname2 == NULL)
 		return NULL;
 	switch (tb_lookup_plan(&lk, name, af, false)) {
 	case TB_LOOKUP_NATIVE:
-		h = real_resolve.gethostbyname2(name, af);
+		h = tb_resolve_real.gethostbyname2(name, af);
 		break;
 	case TB_LOOKUP_BOUNDED:
 		h = tb_lookup_gethostbyname(&lk, name, true, af);
@@ -120,11 +118,11 @@ TB_EXPORT int gethostbyname_r(const char *name, struct hostent *ret, char *buf, 
 	int r;
 
 	prepare();
-	if (real_resolve.gethostbyname_r == NULL)
+	if (tb_resolve_real.gethostbyname_r == NULL)
 		return ENOSYS;
 	switch (tb_lookup_plan(&lk, name, AF_INET, false)) {
 	case TB_LOOKUP_NATIVE:
-		r = real_resolve.gethostbyname_r(name, ret, buf, len, result, h_errnop);
+		r = tb_resolve_real.gethostbyname_r(name, ret, buf, len, result, h_errnop);
 		break;
 	case TB_LOOKUP_BOUNDED:
 		r = tb_lookup_gethostbyname_r(&lk, name, false, AF_INET, ret, buf, len, result,
@@ -148,11 +146,11 @@ TB_EXPORT int gethostbyname2_r(const char *name, int af, struct hostent *ret, ch
 	int r;
 
 	prepare();
-	if (real_resolve.gethostbyname2_r == NULL)
+	if (tb_resolve_real.gethostbyname2_r == NULL)
 		return ENOSYS;
 	switch (tb_lookup_plan(&lk, name, af, false)) {
 	case TB_LOOKUP_NATIVE:
-		r = real_resolve.gethostbyname2_r(name, af, ret, buf, len, result, h_errnop);
+		r = tb_resolve_real.gethostbyname2_r(name, af, ret, buf, len, result, h_errnop);
 		break;
 	case TB_LOOKUP_BOUNDED:
 		r = tb_lookup_gethostbyname_r(&lk, name, true, af, ret, buf, len, result,
