@@ -267,6 +267,8 @@ static void origin_text(const struct tb_resolved *r, int f, const char *file, ch
 	}
 	if (strcmp(k, "first_byte_timeout") == 0 && r->set.read_ns > 0)
 		snprintf(buf, len, "built-in: follows read_timeout");
+	else if (strcmp(k, "dns_timeout") == 0 && r->set.connect_ns > 0)
+		snprintf(buf, len, "built-in: follows connect_timeout");
 	else if (strcmp(k, "retry_window") == 0 && r->set.deadline_ns > 0)
 		snprintf(buf, len, "built-in: follows the deadline");
 	else

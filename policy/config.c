@@ -12,7 +12,10 @@
 #include "env.h"
 
 /* Settings that belong to the process, not to a destination: a rule may not set them. */
-static const char *const process_keys[] = { "scope", "log", "log_level", "strict", NULL };
+/* dns_timeout is one of them: a lookup happens before any destination is known, so only the
+ * defaults' value can apply. */
+static const char *const process_keys[] = { "scope", "log", "log_level", "strict", "dns_timeout",
+					    NULL };
 
 static const char *const extra_keys[] = {
 	[TB_FIELD_ENABLED - TB_FIELD_ENABLED] = "enabled",

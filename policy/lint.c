@@ -129,13 +129,17 @@ static void lint_deadline(struct sink *s, const struct tb_resolved *r, int64_t i
 	{
 		static const char *const keys[] = { "acquire_timeout", "connect_timeout",
 						    "write_timeout", "first_byte_timeout",
-						    "read_timeout" };
+						    "read_timeout", "dns_timeout" };
 		const int64_t vals[] = { c->acquire_ns, c->connect_ns, c->write_ns,
-					 c->first_byte_ns, c->read_ns };
+					 c->first_byte_ns, c->read_ns, c->dns_ns };
+		int dns = field_named("dns_timeout");
 
-		for (size_t i = 0; i < 5; i++) {
-			/* A first_byte that only follows read is reported as read. */
+		for (size_t i = 0; i < 6; i++) {
+			/* A first_byte that only follows read is reported as read, and a dns that
+			 * only follows connect as connect. */
 			if (i == 3 && r->origin[fb] == TB_ORIGIN_BUILTIN)
+				continue;
+			if (i == 5 && (dns < 0 || r->origin[dns] == TB_ORIGIN_BUILTIN))
 				continue;
 			if (vals[i] <= 0 || vals[i] < c->deadline_ns)
 				continue;

@@ -8,6 +8,7 @@ void tb_settings_init(struct tb_settings *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->first_byte_ns = -1;
+	s->dns_ns = -1;
 	s->retry_window_ns = -1;
 	s->scope = TB_SCOPE_CALL;
 	s->on_timeout = TB_ON_TIMEOUT_ETIMEDOUT;
@@ -15,7 +16,7 @@ void tb_settings_init(struct tb_settings *s)
 }
 
 /*
- * Only first_byte is resolved here. retry_window stays "not set" on purpose: its default
+ * Only first_byte and dns are resolved here. retry_window stays "not set" on purpose: its default
  * follows the deadline, and tb_settings_retry_window() computes it on demand so a later
  * change of the deadline (a per-destination rule) carries the window along.
  */
@@ -23,11 +24,13 @@ void tb_settings_finish(struct tb_settings *s)
 {
 	if (s->first_byte_ns < 0)
 		s->first_byte_ns = s->read_ns;
+	if (s->dns_ns < 0)
+		s->dns_ns = s->connect_ns;
 }
 
 bool tb_settings_any_limit(const struct tb_settings *s)
 {
-	return s->connect_ns > 0 || s->write_ns > 0 || s->first_byte_ns > 0 || s->read_ns > 0 ||
+	return s->dns_ns > 0 || s->connect_ns > 0 || s->write_ns > 0 || s->first_byte_ns > 0 || s->read_ns > 0 ||
 	       s->deadline_ns > 0 || s->max_conns > 0;
 }
 

@@ -36,8 +36,12 @@ enum tb_gate_nonblocking { TB_GATE_NB_WAIT, TB_GATE_NB_FAIL };
  * Every duration is in nanoseconds; 0 means "no limit". retry_window_ns < 0 means
  * "not set": it then defaults to the deadline's length (tb_settings_retry_window).
  * first_byte_ns < 0 means "not set": it then defaults to read_ns (tb_settings_finish).
+ * dns_ns < 0 means "not set": it then defaults to connect_ns (tb_settings_finish). Name
+ * resolution is not a phase of a socket (no enum tb_phase value): it bounds getaddrinfo and
+ * gethostbyname* before any socket exists, and only the defaults' value applies.
  */
 struct tb_settings {
+	int64_t dns_ns;           /* name resolution (phase dns) */
 	int64_t connect_ns;
 	int64_t write_ns;
 	int64_t first_byte_ns;
@@ -60,10 +64,12 @@ struct tb_settings {
 /* Built-in defaults: nothing limited, log to stderr, scope=call. */
 void tb_settings_init(struct tb_settings *s);
 
-/* Resolves the "not set" markers (first_byte falls back to read). Call once after parsing. */
+/* Resolves the "not set" markers (first_byte falls back to read, dns to connect). Call once
+ * after parsing. */
 void tb_settings_finish(struct tb_settings *s);
 
-/* True when a phase limit, the deadline or a gate is set: otherwise nothing is governed. */
+/* True when a phase limit (dns included), the deadline or a gate is set: otherwise nothing
+ * is governed. */
 bool tb_settings_any_limit(const struct tb_settings *s);
 
 /* The retry window in ns: the configured one, or the deadline's length when unset. */

@@ -1,45 +1,19 @@
-/* hooks_resolve.c - getaddrinfo and gethostbyname*: passed through, and what they resolved is
- * remembered (only when a rule names a host) so a connect to the address finds its name. */
-#include <dlfcn.h>
+/* hooks_resolve.c - getaddrinfo and gethostbyname*: bounded by phase dns (resolve.h), and what
+ * they resolved is remembered (only when a rule names a host) so a connect finds its name. */
 #include <errno.h>
 #include <netdb.h>
-#include <pthread.h>
 #include <stdlib.h>
 
 #include "configure.h"
 #include "hooks.h"
 #include "init.h"
-
-/*
- * Bound here rather than in real.c: name lookups are not socket traffic, and the table there
- * serves the data path. dlsym(RTLD_NEXT) never resolves to us.
- */
-static struct {
-	int (*getaddrinfo)(const char *, const char *, const struct addrinfo *,
-			   struct addrinfo **);
-	struct hostent *(*gethostbyname)(const char *);
-	struct hostent *(*gethostbyname2)(const char *, int);
-	int (*gethostbyname_r)(const char *, struct hostent *, char *, size_t, struct hostent **,
-			       int *);
-	int (*gethostbyname2_r)(const char *, int, struct hostent *, char *, size_t,
-				struct hostent **, int *);
-} real_resolve;
-static pthread_once_t bind_once = PTHREAD_ONCE_INIT;
-
-static void bind_resolve(void)
-{
-	*(void **)&real_resolve.getaddrinfo = dlsym(RTLD_NEXT, "getaddrinfo");
-	*(void **)&real_resolve.gethostbyname = dlsym(RTLD_NEXT, "gethostbyname");
-	*(void **)&real_resolve.gethostbyname2 = dlsym(RTLD_NEXT, "gethostbyname2");
-	*(void **)&real_resolve.gethostbyname_r = dlsym(RTLD_NEXT, "gethostbyname_r");
-	*(void **)&real_resolve.gethostbyname2_r = dlsym(RTLD_NEXT, "gethostbyname2_r");
-}
+#include "resolve.h"
 
 /* Binds the real functions and loads the configuration (which says whether to learn). */
 static void prepare(void)
 {
 	tb_init();
-	pthread_once(&bind_once, bind_resolve);
+	tb_resolve_bind();
 }
 
 static void learn_hostent(const char *name, const struct hostent *h)
@@ -56,12 +30,24 @@ static void learn_hostent(const char *name, const struct hostent *h)
 TB_EXPORT int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
 			  struct addrinfo **res)
 {
+	struct tb_lookup lk;
 	int r, saved;
 
 	prepare();
-	if (real_resolve.getaddrinfo == NULL)
+	if (tb_resolve_real.getaddrinfo == NULL)
 		return EAI_SYSTEM;
-	r = real_resolve.getaddrinfo(node, service, hints, res);
+	switch (tb_lookup_plan(&lk, node, hints != NULL ? hints->ai_family : AF_UNSPEC,
+			       hints != NULL && (hints->ai_flags & AI_NUMERICHOST))) {
+	case TB_LOOKUP_NATIVE:
+		r = tb_resolve_real.getaddrinfo(node, service, hints, res);
+		break;
+	case TB_LOOKUP_BOUNDED:
+		r = tb_lookup_getaddrinfo(&lk, node, service, hints, res);
+		break;
+	default:
+		tb_lookup_expired(&lk);
+		return EAI_AGAIN;
+	}
 	if (r != 0 || node == NULL || res == NULL || !tb_configure_learning())
 		return r;
 	saved = errno;
@@ -79,24 +65,48 @@ TB_EXPORT int getaddrinfo(const char *node, const char *service, const struct ad
 
 TB_EXPORT struct hostent *gethostbyname(const char *name)
 {
+	struct tb_lookup lk;
 	struct hostent *h;
 
 	prepare();
-	if (real_resolve.gethostbyname == NULL)
+	if (tb_resolve_real.gethostbyname == NULL)
 		return NULL;
-	h = real_resolve.gethostbyname(name);
+	switch (tb_lookup_plan(&lk, name, AF_INET, false)) {
+	case TB_LOOKUP_NATIVE:
+		h = tb_resolve_real.gethostbyname(name);
+		break;
+	case TB_LOOKUP_BOUNDED:
+		h = tb_lookup_gethostbyname(&lk, name, false, AF_INET);
+		break;
+	default:
+		tb_lookup_expired(&lk);
+		h_errno = TRY_AGAIN;
+		return NULL;
+	}
 	learn_hostent(name, h);
 	return h;
 }
 
 TB_EXPORT struct hostent *gethostbyname2(const char *name, int af)
 {
+	struct tb_lookup lk;
 	struct hostent *h;
 
 	prepare();
-	if (real_resolve.gethostbyname2 == NULL)
+	if (tb_resolve_real.gethostbyname2 == NULL)
 		return NULL;
-	h = real_resolve.gethostbyname2(name, af);
+	switch (tb_lookup_plan(&lk, name, af, false)) {
+	case TB_LOOKUP_NATIVE:
+		h = tb_resolve_real.gethostbyname2(name, af);
+		break;
+	case TB_LOOKUP_BOUNDED:
+		h = tb_lookup_gethostbyname(&lk, name, true, af);
+		break;
+	default:
+		tb_lookup_expired(&lk);
+		h_errno = TRY_AGAIN;
+		return NULL;
+	}
 	learn_hostent(name, h);
 	return h;
 }
@@ -104,12 +114,26 @@ TB_EXPORT struct hostent *gethostbyname2(const char *name, int af)
 TB_EXPORT int gethostbyname_r(const char *name, struct hostent *ret, char *buf, size_t len,
 			      struct hostent **result, int *h_errnop)
 {
+	struct tb_lookup lk;
 	int r;
 
 	prepare();
-	if (real_resolve.gethostbyname_r == NULL)
+	if (tb_resolve_real.gethostbyname_r == NULL)
 		return ENOSYS;
-	r = real_resolve.gethostbyname_r(name, ret, buf, len, result, h_errnop);
+	switch (tb_lookup_plan(&lk, name, AF_INET, false)) {
+	case TB_LOOKUP_NATIVE:
+		r = tb_resolve_real.gethostbyname_r(name, ret, buf, len, result, h_errnop);
+		break;
+	case TB_LOOKUP_BOUNDED:
+		r = tb_lookup_gethostbyname_r(&lk, name, false, AF_INET, ret, buf, len, result,
+					      h_errnop);
+		break;
+	default:
+		tb_lookup_expired(&lk);
+		*result = NULL;
+		*h_errnop = TRY_AGAIN;
+		return EAGAIN;
+	}
 	if (r == 0 && result != NULL)
 		learn_hostent(name, *result);
 	return r;
@@ -118,12 +142,26 @@ TB_EXPORT int gethostbyname_r(const char *name, struct hostent *ret, char *buf, 
 TB_EXPORT int gethostbyname2_r(const char *name, int af, struct hostent *ret, char *buf,
 			       size_t len, struct hostent **result, int *h_errnop)
 {
+	struct tb_lookup lk;
 	int r;
 
 	prepare();
-	if (real_resolve.gethostbyname2_r == NULL)
+	if (tb_resolve_real.gethostbyname2_r == NULL)
 		return ENOSYS;
-	r = real_resolve.gethostbyname2_r(name, af, ret, buf, len, result, h_errnop);
+	switch (tb_lookup_plan(&lk, name, af, false)) {
+	case TB_LOOKUP_NATIVE:
+		r = tb_resolve_real.gethostbyname2_r(name, af, ret, buf, len, result, h_errnop);
+		break;
+	case TB_LOOKUP_BOUNDED:
+		r = tb_lookup_gethostbyname_r(&lk, name, true, af, ret, buf, len, result,
+					      h_errnop);
+		break;
+	default:
+		tb_lookup_expired(&lk);
+		*result = NULL;
+		*h_errnop = TRY_AGAIN;
+		return EAGAIN;
+	}
 	if (r == 0 && result != NULL)
 		learn_hostent(name, *result);
 	return r;

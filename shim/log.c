@@ -165,6 +165,25 @@ void tb_log_timeout(enum tb_phase phase, const struct tb_dest *d, int fd, int64_
 	emit(&l);
 }
 
+/* The name is the program's: a control byte in it must not break the line (or start one). */
+void tb_log_dns_timeout(const char *name, int64_t elapsed_ns, int64_t limit_ns)
+{
+	struct line l;
+	char shown[256];
+	size_t i = 0;
+
+	for (; name != NULL && name[i] != '\0' && i < sizeof(shown) - 1; i++)
+		shown[i] = (unsigned char)name[i] < 0x20 || name[i] == 0x7f ? '?' : name[i];
+	shown[i] = '\0';
+	start(&l, "timeout");
+	put(&l, " phase=dns name=");
+	put_value(&l, shown);
+	put_ms(&l, " elapsed_ms=", elapsed_ns);
+	put_ms(&l, " limit_ms=", limit_ns);
+	put_ids(&l, 0);
+	emit(&l);
+}
+
 void tb_log_reject(enum tb_phase phase, const struct tb_dest *d, int fd, const char *reason)
 {
 	struct line l;

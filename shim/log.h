@@ -25,6 +25,10 @@ void tb_log_open(const struct tb_settings *s);
 void tb_log_timeout(enum tb_phase phase, const struct tb_dest *d, int fd, int64_t elapsed_ns,
 		    int64_t limit_ns, int tid);
 
+/* event=timeout phase=dns name=... elapsed_ms=... limit_ms=... pid=... tid=...: a name
+ * lookup given up (or refused after the call's deadline). */
+void tb_log_dns_timeout(const char *name, int64_t elapsed_ns, int64_t limit_ns);
+
 /* event=reject phase=... dest=... fd=... reason=...: an attempt failed before it began. */
 void tb_log_reject(enum tb_phase phase, const struct tb_dest *d, int fd, const char *reason);
 

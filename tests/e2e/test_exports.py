@@ -11,7 +11,8 @@ HOOKS = {
     "fcntl64", "ioctl", "fclose", "__read_chk", "__recv_chk", "__recvfrom_chk",
     "__poll_chk", "__ppoll_chk", "dlopen",
 }
-# Name resolution hooks that teach hostname rules which addresses a name stands for.
+# Name resolution hooks: bounded by phase dns, and they teach hostname rules which addresses a
+# name stands for.
 RESOLVE = {"getaddrinfo", "gethostbyname", "gethostbyname2", "gethostbyname_r",
            "gethostbyname2_r"}
 

@@ -432,6 +432,34 @@ static void test_env_first_byte_follows_rule_read(void **state)
 	tb_config_free(c);
 }
 
+/* dns_timeout is a default of the process: a rule may not set it; unset, it follows the
+ * defaults' connect_timeout, and the environment beats the file. */
+static void test_dns_timeout_key(void **state)
+{
+	static const char *const env[] = { "TIMEBOX_DNS_TIMEOUT=100ms", NULL };
+	struct tb_overrides ov;
+	struct tb_config *c;
+
+	(void)state;
+	c = parse("defaults = { dns_timeout = \"250ms\"; connect_timeout = \"1s\"; };\n");
+	assert_int_equal(errs.count, 0);
+	assert_int_equal(c->defaults.set.dns_ns, 250 * MS);
+	tb_config_free(c);
+	c = parse("defaults = { connect_timeout = \"1s\"; };\n");
+	assert_int_equal(errs.count, 0);
+	assert_int_equal(c->defaults.set.dns_ns, 1 * S);
+	tb_config_free(c);
+	one_error("destinations = (\n { match = \"*\";\n dns_timeout = \"1s\"; } );\n", 3,
+		  "dns_timeout", "process-wide", "rule ignored");
+	memset(&ov, 0, sizeof(ov));
+	tb_overrides_from(&ov, fake_get, (void *)env, TB_ORIGIN_ENV);
+	c = parse_ov("defaults = { dns_timeout = \"250ms\"; };\n", &ov);
+	assert_int_equal(errs.count, 0);
+	assert_int_equal(c->defaults.set.dns_ns, 100 * MS);
+	assert_int_equal(c->defaults.origin[field("dns_timeout")], TB_ORIGIN_ENV);
+	tb_config_free(c);
+}
+
 static void test_hints_and_keys(void **state)
 {
 	struct tb_config *c = parse("defaults = { attempts = 3; expected_rps = 100;\n"
@@ -443,7 +471,8 @@ static void test_hints_and_keys(void **state)
 	assert_int_equal(c->defaults.hints.attempts, 3);
 	assert_true(c->rules[0].r.hints.expected_rps == 2.5);
 	assert_int_equal(c->rules[0].r.hints.expected_p99_ns, 200 * MS);
-	assert_string_equal(tb_config_key(0), "connect_timeout");
+	assert_string_equal(tb_config_key(0), "dns_timeout");
+	assert_string_equal(tb_config_key(1), "connect_timeout");
 	assert_string_equal(tb_config_key(TB_FIELD_ENABLED), "enabled");
 	assert_null(tb_config_key(tb_config_env_fields()));
 	tb_config_free(c);
@@ -464,6 +493,7 @@ int main(void)
 		cmocka_unit_test(test_text_refusals),
 		cmocka_unit_test(test_precedence),
 		cmocka_unit_test(test_env_first_byte_follows_rule_read),
+		cmocka_unit_test(test_dns_timeout_key),
 		cmocka_unit_test(test_hints_and_keys),
 	};
 

@@ -74,6 +74,7 @@ static void test_nothing_set(void **state)
 	assert_int_equal(e.count, 0);
 	assert_false(tb_settings_any_limit(&s));
 	assert_int_equal(s.first_byte_ns, 0);
+	assert_int_equal(s.dns_ns, 0);
 	assert_int_equal(tb_settings_retry_window(&s), 0);
 	assert_int_equal(s.scope, TB_SCOPE_CALL);
 	assert_int_equal(s.on_timeout, TB_ON_TIMEOUT_ETIMEDOUT);
@@ -130,6 +131,44 @@ static void test_first_byte_defaults_to_read(void **state)
 	/* an explicit off is kept: only "not set" follows read */
 	assert_int_equal(load(&s, off).count, 0);
 	assert_int_equal(s.first_byte_ns, 0);
+}
+
+/* Name resolution is part of segment (2) with the handshake: unset, it gets connect's limit. */
+static void test_dns_defaults_to_connect(void **state)
+{
+	static const char *const follows[] = { "TIMEBOX_CONNECT_TIMEOUT=2s", NULL };
+	static const char *const own[] = { "TIMEBOX_CONNECT_TIMEOUT=2s",
+					   "TIMEBOX_DNS_TIMEOUT=300ms", NULL };
+	static const char *const off[] = { "TIMEBOX_CONNECT_TIMEOUT=2s",
+					   "TIMEBOX_DNS_TIMEOUT=off", NULL };
+	static const char *const alone[] = { "TIMEBOX_DNS_TIMEOUT=1.5s", NULL };
+	static const char *const bad[] = { "TIMEBOX_DNS_TIMEOUT=300", NULL };
+	struct tb_settings s;
+	struct errors e;
+
+	(void)state;
+	assert_int_equal(load(&s, follows).count, 0);
+	assert_int_equal(s.dns_ns, 2 * S);
+	assert_int_equal(load(&s, own).count, 0);
+	assert_int_equal(s.dns_ns, 300 * MS);
+	assert_int_equal(s.connect_ns, 2 * S);
+	/* an explicit off is kept: only "not set" follows connect */
+	assert_int_equal(load(&s, off).count, 0);
+	assert_int_equal(s.dns_ns, 0);
+	/* a lookup limit alone is a limit: the library must not stay inert */
+	assert_int_equal(load(&s, alone).count, 0);
+	assert_int_equal(s.dns_ns, 1500 * MS);
+	assert_int_equal(s.connect_ns, 0);
+	assert_true(tb_settings_any_limit(&s));
+	/* it is not a socket phase: the linger of the watchdog ignores it */
+	assert_int_equal(tb_settings_min_limit(&s), 0);
+	e = load(&s, bad);
+	assert_int_equal(e.count, 1);
+	assert_string_equal(e.name[0], "TIMEBOX_DNS_TIMEOUT");
+	assert_string_equal(e.value[0], "300");
+	assert_int_equal(s.dns_ns, 0);
+	assert_non_null(tb_env_find("--dns-timeout", 1));
+	assert_string_equal(tb_env_find("--dns-timeout", 1)->name, "TIMEBOX_DNS_TIMEOUT");
 }
 
 static void test_retry_window_defaults_to_deadline(void **state)
@@ -352,6 +391,7 @@ int main(void)
 		cmocka_unit_test(test_nothing_set),
 		cmocka_unit_test(test_every_variable),
 		cmocka_unit_test(test_first_byte_defaults_to_read),
+		cmocka_unit_test(test_dns_defaults_to_connect),
 		cmocka_unit_test(test_retry_window_defaults_to_deadline),
 		cmocka_unit_test(test_bad_values_reported_once_each),
 		cmocka_unit_test(test_empty_value_is_an_error),

@@ -141,6 +141,25 @@ static void test_never_fires(void **state)
 	assert_int_equal(count(n, TB_LINT_NEVER_FIRES), 0);
 }
 
+/* dns_timeout is a phase like the others; one that only follows connect is reported as
+ * connect, once. */
+static void test_dns_never_fires(void **state)
+{
+	size_t n;
+
+	(void)state;
+	n = lint("defaults = { dns_timeout = \"2s\"; deadline = \"1s\"; };", 0);
+	assert_int_equal(count(n, TB_LINT_NEVER_FIRES), 1);
+	has(first(n, TB_LINT_NEVER_FIRES), "dns_timeout 2s can never fire");
+	has(first(n, TB_LINT_NEVER_FIRES), "lower dns_timeout below the deadline");
+	n = lint("defaults = { connect_timeout = \"2s\"; deadline = \"1s\"; };", 0);
+	assert_int_equal(count(n, TB_LINT_NEVER_FIRES), 1);
+	has(first(n, TB_LINT_NEVER_FIRES), "connect_timeout 2s can never fire");
+	n = lint("defaults = { dns_timeout = \"300ms\"; connect_timeout = \"500ms\";"
+		 " deadline = \"1s\"; };", 0);
+	assert_int_equal(count(n, TB_LINT_NEVER_FIRES), 0);
+}
+
 static void test_gate_wait(void **state)
 {
 	size_t n;
@@ -211,7 +230,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_clean),         cmocka_unit_test(test_no_deadline),
 		cmocka_unit_test(test_retries),       cmocka_unit_test(test_phase_sum),
-		cmocka_unit_test(test_never_fires),   cmocka_unit_test(test_gate_wait),
+		cmocka_unit_test(test_never_fires),
+		cmocka_unit_test(test_dns_never_fires),   cmocka_unit_test(test_gate_wait),
 		cmocka_unit_test(test_littles_law),   cmocka_unit_test(test_inbound),
 		cmocka_unit_test(test_duration_text),
 	};

@@ -1,0 +1,344 @@
+/* resolve.c - which lookups phase dns bounds, and how a lookup takes part in the thread's
+ * budget. The lookup itself runs on the resolver threads of resolve_pool.c. */
+#include "resolve.h"
+
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "budget.h"
+#include "clock.h"
+#include "init.h"
+#include "log.h"
+#include "real.h"
+#include "thread.h"
+
+struct tb_resolve_real tb_resolve_real;
+static pthread_once_t bind_once = PTHREAD_ONCE_INIT;
+
+/* dlsym(RTLD_NEXT) never resolves to our own hooks. */
+static void bind_resolve(void)
+{
+	*(void **)&tb_resolve_real.getaddrinfo = dlsym(RTLD_NEXT, "getaddrinfo");
+	*(void **)&tb_resolve_real.gethostbyname = dlsym(RTLD_NEXT, "gethostbyname");
+	*(void **)&tb_resolve_real.gethostbyname2 = dlsym(RTLD_NEXT, "gethostbyname2");
+	*(void **)&tb_resolve_real.gethostbyname_r = dlsym(RTLD_NEXT, "gethostbyname_r");
+	*(void **)&tb_resolve_real.gethostbyname2_r = dlsym(RTLD_NEXT, "gethostbyname2_r");
+	pthread_atfork(NULL, NULL, tb_resolve_fork_child);
+}
+
+void tb_resolve_bind(void)
+{
+	pthread_once(&bind_once, bind_resolve);
+}
+
+/*
+ * /etc/hosts. A name it lists (for the family asked) is answered by the files backend
+ * before any DNS query when nsswitch.conf puts `files` first, so it is looked up in the
+ * caller, natively: no thread hop for localhost. Names are kept sorted, case-folded the way
+ * the files backend compares them (strcasecmp), each with the families it has addresses for.
+ *
+ * A snapshot is immutable once published. The file is stat'ed at most once a second and
+ * reloaded when it changed; a replaced snapshot is kept (readers hold it without a lock),
+ * so each change of the file costs its size once. A stale snapshot errs both ways for at
+ * most a second: a name just added takes the bounded path (slower, same answer), a name
+ * just removed goes to DNS unbounded.
+ */
+#define HOSTS_PATH "/etc/hosts"
+#define HOSTS_MAX_BYTES (1 << 20)
+#define HOSTS_RECHECK_NS TB_NS_PER_S
+#define FAM_V4 1u
+#define FAM_V6 2u
+
+struct host_name {
+	const char *name;
+	unsigned fams;
+};
+
+struct hosts_snap {
+	struct hosts_snap *older;
+	bool present;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+	size_t n;
+	struct host_name *names;
+	char text[];
+};
+
+static _Atomic(struct hosts_snap *) hosts;
+static atomic_llong hosts_checked = -1;
+static pthread_mutex_t hosts_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool files_first;
+static pthread_once_t nss_once = PTHREAD_ONCE_INIT;
+
+/* Reads a small file whole into a malloc'ed, NUL-terminated buffer. NULL when it cannot. */
+static char *read_small(int fd, size_t size)
+{
+	char *text = malloc(size + 1);
+	size_t got = 0;
+
+	if (text == NULL)
+		return NULL;
+	while (got < size) {
+		ssize_t n = tb_real.read(fd, text + got, size - got);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	text[got] = '\0';
+	return text;
+}
+
+/*
+ * nsswitch.conf's hosts line, read once: do the files come first? glibc's default without
+ * the file or the line is "dns [!UNAVAIL=return] files", so then they do not.
+ */
+static void read_nsswitch(void)
+{
+	int fd = open("/etc/nsswitch.conf", O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	char *text, *line, *save = NULL;
+
+	if (fd < 0)
+		return;
+	text = fstat(fd, &st) == 0 && st.st_size < HOSTS_MAX_BYTES ?
+		       read_small(fd, (size_t)st.st_size) : NULL;
+	tb_real.close(fd);
+	if (text == NULL)
+		return;
+	for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+		const char *p = line + strspn(line, " \t");
+
+		if (strncmp(p, "hosts:", 6) != 0)
+			continue;
+		p += 6;
+		p += strspn(p, " \t");
+		files_first = strncmp(p, "files", 5) == 0 && strchr(" \t#", p[5]) != NULL;
+		break;
+	}
+	free(text);
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcasecmp(((const struct host_name *)a)->name, ((const struct host_name *)b)->name);
+}
+
+/* Splits text in place: one entry per name, its family from the line's address. Returns the
+ * number of names, writing them when `out` is not NULL. */
+static size_t parse_hosts(char *text, size_t len, struct host_name *out)
+{
+	size_t n = 0;
+	char *p = text, *end = text + len;
+
+	while (p < end) {
+		char *eol = memchr(p, '\n', (size_t)(end - p)), *hash, *tok, *save = NULL;
+		unsigned fam;
+
+		if (eol == NULL)
+			eol = end;
+		*eol = '\0';
+		if ((hash = strchr(p, '#')) != NULL)
+			*hash = '\0';
+		tok = strtok_r(p, " \t\r", &save);
+		if (tok != NULL) {
+			fam = strchr(tok, ':') != NULL ? FAM_V6 : FAM_V4;
+			while ((tok = strtok_r(NULL, " \t\r", &save)) != NULL) {
+				if (out != NULL)
+					out[n] = (struct host_name){ tok, fam };
+				n++;
+			}
+		}
+		p = eol + 1;
+	}
+	return n;
+}
+
+/* A snapshot of the file as it is now (present = false when it cannot be read). */
+static struct hosts_snap *load_hosts(void)
+{
+	int fd = open(HOSTS_PATH, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	struct hosts_snap *s;
+	char *copy;
+	size_t len, n, kept = 0;
+
+	if (fd < 0 || fstat(fd, &st) != 0 || st.st_size > HOSTS_MAX_BYTES) {
+		if (fd >= 0)
+			tb_real.close(fd);
+		return calloc(1, sizeof(*s));
+	}
+	s = calloc(1, sizeof(*s) + (size_t)st.st_size + 1);
+	copy = s != NULL ? read_small(fd, (size_t)st.st_size) : NULL;
+	tb_real.close(fd);
+	if (copy == NULL)
+		return s;
+	len = strlen(copy);
+	memcpy(s->text, copy, len + 1);
+	/* The first pass runs on the copy (it splits what it reads), the second on the text the
+	 * names will point into. */
+	n = parse_hosts(copy, len, NULL);
+	free(copy);
+	s->names = n > 0 ? malloc(n * sizeof(*s->names)) : NULL;
+	if (n > 0 && s->names == NULL)
+		return s;
+	parse_hosts(s->text, len, s->names);
+	qsort(s->names, n, sizeof(*s->names), by_name);
+	for (size_t i = 0; i < n; i++) {
+		if (kept > 0 && strcasecmp(s->names[kept - 1].name, s->names[i].name) == 0)
+			s->names[kept - 1].fams |= s->names[i].fams;
+		else
+			s->names[kept++] = s->names[i];
+	}
+	s->n = kept;
+	s->present = true;
+	s->dev = st.st_dev;
+	s->ino = st.st_ino;
+	s->size = st.st_size;
+	s->mtime = st.st_mtim;
+	return s;
+}
+
+static bool same_file(const struct hosts_snap *s, const struct stat *st, bool exists)
+{
+	if (!exists || !s->present)
+		return exists == s->present;
+	return s->dev == st->st_dev && s->ino == st->st_ino && s->size == st->st_size &&
+	       s->mtime.tv_sec == st->st_mtim.tv_sec && s->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+/* The current snapshot, reloaded first when a second has passed and the file changed. A
+ * thread that finds another one reloading uses the snapshot it has. */
+static const struct hosts_snap *current_hosts(void)
+{
+	int64_t now = tb_now(), last = atomic_load_explicit(&hosts_checked, memory_order_relaxed);
+	struct hosts_snap *s = atomic_load_explicit(&hosts, memory_order_acquire);
+	struct stat st;
+
+	if (s != NULL && last >= 0 && now - last < HOSTS_RECHECK_NS)
+		return s;
+	if (pthread_mutex_trylock(&hosts_lock) != 0)
+		return s;
+	s = atomic_load_explicit(&hosts, memory_order_acquire);
+	atomic_store_explicit(&hosts_checked, now, memory_order_relaxed);
+	{
+		bool exists = stat(HOSTS_PATH, &st) == 0;
+
+		if (s == NULL || !same_file(s, &st, exists)) {
+			struct hosts_snap *fresh = load_hosts();
+
+			if (fresh != NULL) {
+				fresh->older = s;
+				atomic_store_explicit(&hosts, fresh, memory_order_release);
+				s = fresh;
+			}
+		}
+	}
+	pthread_mutex_unlock(&hosts_lock);
+	return s;
+}
+
+/* True when the files backend answers `name` for `af` without asking DNS. */
+static bool hosts_answer(const char *name, int af)
+{
+	const struct hosts_snap *s;
+	const struct host_name key = { name, 0 }, *hit;
+	unsigned want = af == AF_INET ? FAM_V4 : af == AF_INET6 ? FAM_V6 : FAM_V4 | FAM_V6;
+
+	pthread_once(&nss_once, read_nsswitch);
+	if (!files_first || (s = current_hosts()) == NULL || s->n == 0)
+		return false;
+	hit = bsearch(&key, s->names, s->n, sizeof(*s->names), by_name);
+	return hit != NULL && (hit->fams & want) != 0;
+}
+
+/* A numeric address never reaches a resolver (getaddrinfo accepts inet_aton's forms, and a
+ * name with a colon can only be an IPv6 literal, scope id included). */
+static bool is_numeric(const char *name)
+{
+	struct in_addr a;
+
+	return strchr(name, ':') != NULL || inet_aton(name, &a) != 0;
+}
+
+/* The destination a lookup stands for in the budget: the resolver, whichever it is. It only
+ * matters to the retry window: after a lookup cut at the deadline, further lookups of the
+ * thread fail at once until the window has passed; its connects are not affected. */
+static const struct tb_dest lookup_dest;
+
+enum tb_lookup_plan tb_lookup_plan(struct tb_lookup *lk, const char *name, int af, bool numeric)
+{
+	int64_t dns, now, limit, start, deadline;
+	int step = TB_STEP_GO;
+
+	if (!atomic_load_explicit(&tb_governing, memory_order_relaxed) || tb_resolver_thread)
+		return TB_LOOKUP_NATIVE;
+	dns = tb_cfg.dns_ns;
+	if (dns <= 0 && tb_cfg.deadline_ns <= 0)
+		return TB_LOOKUP_NATIVE;
+	if (name == NULL || *name == '\0' || numeric || is_numeric(name) || hosts_answer(name, af))
+		return TB_LOOKUP_NATIVE;
+	now = tb_now();
+	start = now;
+	deadline = TB_NEVER;
+	/* A vfork child runs on its parent's budgets and must change none of them. */
+	lk->budgeted = !tb_foreign_process();
+	if (lk->budgeted)
+		step = tb_budget_step(tb_budget_here(), &tb_cfg, &lookup_dest, now, &start,
+				      &deadline);
+	lk->name = name;
+	lk->call_start = start;
+	lk->deadline = deadline;
+	if (step != TB_STEP_GO) {
+		/* What the log says of an attempt after the deadline: the call's time, its limit. */
+		lk->start = start;
+		lk->expiry = deadline;
+		return TB_LOOKUP_EXPIRED;
+	}
+	limit = dns > 0 ? dns : TB_NEVER;
+	if (deadline != TB_NEVER && deadline - now < limit)
+		limit = deadline - now;
+	if (limit >= TB_NEVER - now)
+		return TB_LOOKUP_NATIVE; /* "2562047h": no limit in practice */
+	lk->start = now;
+	lk->expiry = now + limit;
+	return TB_LOOKUP_BOUNDED;
+}
+
+void tb_lookup_expired(const struct tb_lookup *lk)
+{
+	tb_log_dns_timeout(lk->name, tb_now() - lk->start, lk->expiry - lk->start);
+}
+
+/*
+ * A lookup cut at its expiry. Cut by the deadline it ends the call, as a socket's expiry at
+ * the deadline would. Cut by dns_timeout it leaves the call open, so a retry within the
+ * deadline spends the same budget; it is not marked as a failed attempt, because a failed
+ * call makes any later step of the thread an expiry, however much later it comes, and a
+ * thread that only resolves names (curl's resolver threads) must not fail its next lookup
+ * an hour later for that.
+ */
+void tb_lookup_cut(const struct tb_lookup *lk)
+{
+	tb_lookup_expired(lk);
+	if (lk->budgeted && lk->deadline != TB_NEVER && lk->expiry >= lk->deadline)
+		tb_budget_on_expired(tb_budget_here(), &tb_cfg, &lookup_dest, TB_PHASE_DEADLINE,
+				     lk->deadline);
+}
+
+/* A child of fork() may find a lock held by a thread it does not have. */
+void tb_resolve_fork_child(void)
+{
+	pthread_mutex_init(&hosts_lock, NULL);
+	tb_resolve_pool_fork_child();
+}

@@ -1,0 +1,87 @@
+/* resolve.h - name resolution as phase dns: which lookups are bounded, and the resolver
+ * threads that run a bounded lookup while its caller waits at most min(dns, deadline left). */
+#ifndef TB_RESOLVE_H
+#define TB_RESOLVE_H
+
+#include <netdb.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* libc's resolver functions, bound once by tb_resolve_bind (dlsym RTLD_NEXT). Bound here
+ * rather than in real.c: lookups are not socket traffic, and that table serves the data path. */
+struct tb_resolve_real {
+	int (*getaddrinfo)(const char *, const char *, const struct addrinfo *,
+			   struct addrinfo **);
+	struct hostent *(*gethostbyname)(const char *);
+	struct hostent *(*gethostbyname2)(const char *, int);
+	int (*gethostbyname_r)(const char *, struct hostent *, char *, size_t, struct hostent **,
+			       int *);
+	int (*gethostbyname2_r)(const char *, int, struct hostent *, char *, size_t,
+				struct hostent **, int *);
+};
+extern struct tb_resolve_real tb_resolve_real;
+
+/* Binds tb_resolve_real (thread-safe, idempotent). */
+void tb_resolve_bind(void);
+
+/* One bounded lookup: when it started and when its caller stops waiting for it. */
+struct tb_lookup {
+	const char *name;
+	int64_t start;       /* the hook's entry */
+	int64_t expiry;      /* start + min(dns_timeout, the call's time left) */
+	int64_t call_start;  /* the call the lookup belongs to (the thread's budget) */
+	int64_t deadline;    /* that call's deadline, TB_NEVER without one */
+	bool budgeted;       /* the lookup took part in the thread's budget (not a vfork child) */
+};
+
+/* True on timebox's resolver threads: a lookup an NSS module makes from there runs natively
+ * (its caller is already bounded, and it must not queue behind itself). */
+extern _Thread_local bool tb_resolver_thread;
+
+enum tb_lookup_plan {
+	TB_LOOKUP_NATIVE = 0,  /* run libc's lookup in the caller, unchanged */
+	TB_LOOKUP_BOUNDED = 1, /* run it through tb_lookup_* below */
+	TB_LOOKUP_EXPIRED = -1 /* the call's deadline has passed: fail at once (logged) */
+};
+
+/*
+ * Plans a lookup of `name` for address family `af` (AF_UNSPEC: any). Native when nothing
+ * bounds lookups (no dns_timeout, no deadline), when the name is a numeric address or
+ * `numeric` is set (AI_NUMERICHOST), and when /etc/hosts answers it and nsswitch.conf asks
+ * the files first: those never wait on a network, and must cost what they cost natively.
+ * A bounded lookup opens, or joins, the thread's budget (it is the first step of the call
+ * that connects to what it finds) and fills *lk.
+ */
+enum tb_lookup_plan tb_lookup_plan(struct tb_lookup *lk, const char *name, int af, bool numeric);
+
+/*
+ * The bounded lookups. Each returns what libc returned, or on expiry what libc returns when
+ * the resolver does not answer: EAI_AGAIN; NULL with h_errno TRY_AGAIN; EAGAIN with
+ * *h_errnop TRY_AGAIN and *result NULL. An expiry is logged (phase=dns) and reported to the
+ * thread's budget. The lookup itself finishes on a resolver thread, which frees its result.
+ */
+int tb_lookup_getaddrinfo(struct tb_lookup *lk, const char *node, const char *service,
+			  const struct addrinfo *hints, struct addrinfo **res);
+
+/* gethostbyname (two = false, af ignored) or gethostbyname2. The hostent is the calling
+ * thread's, valid until its next bounded gethostbyname*. */
+struct hostent *tb_lookup_gethostbyname(struct tb_lookup *lk, const char *name, bool two,
+					int af);
+
+/* gethostbyname_r (two = false) or gethostbyname2_r, into the caller's buffer. */
+int tb_lookup_gethostbyname_r(struct tb_lookup *lk, const char *name, bool two, int af,
+			      struct hostent *ret, char *buf, size_t len,
+			      struct hostent **result, int *h_errnop);
+
+/* A lookup planned TB_LOOKUP_EXPIRED: logged (the budget already knows). */
+void tb_lookup_expired(const struct tb_lookup *lk);
+
+/* A bounded lookup cut at lk->expiry: logged, and told to the thread's budget. */
+void tb_lookup_cut(const struct tb_lookup *lk);
+
+/* In a forked child: the locks of resolve.c and resolve_pool.c, and no resolver thread. */
+void tb_resolve_fork_child(void);
+void tb_resolve_pool_fork_child(void);
+
+#endif

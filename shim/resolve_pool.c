@@ -1,0 +1,468 @@
+/* resolve_pool.c - the resolver threads: a bounded lookup runs on one of them while its caller
+ * waits at most until the lookup's expiry; an abandoned lookup finishes there and is freed. */
+#include <errno.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "log.h"
+#include "resolve.h"
+
+/*
+ * Why threads of our own. glibc's resolver cannot be interrupted: it waits on its own socket
+ * with its own poll (internal calls the hooks never see), retries on EINTR, and its only
+ * knobs (_res.retrans, options timeout:) count whole seconds. getaddrinfo_a runs the same
+ * lookup on glibc's helper threads, but gai_cancel cannot stop one under way, its queue
+ * keeps every abandoned request until it has run, and it covers getaddrinfo only. So the
+ * caller hands the lookup to a thread here and waits on a condition variable with the
+ * lookup's deadline; when that passes it returns EAI_AGAIN and leaves the lookup to finish
+ * (the resolver's own timeouts end it), after which the thread frees the result.
+ *
+ * Bounds: at most POOL_MAX threads; one that has been idle IDLE_NS exits. A lookup still
+ * queued when its caller gives up is removed unsent. So a dead resolver costs at most
+ * POOL_MAX threads, each holding one lookup until glibc gives up on it (timeout x attempts),
+ * and no fd or memory beyond those lookups. While all of them are stuck, further lookups
+ * wait in the queue and expire there: the resolver is down for them too.
+ *
+ * Lock rules: pool.lock guards the queue, the counters, and every request's state and
+ * abandoned flag. A request belongs to its caller until it gives up on it (abandoned set
+ * while RUNNING): then to the thread running it, which frees it.
+ */
+#define POOL_MAX 16
+#define IDLE_NS (5 * TB_NS_PER_S)
+#define HOSTENT_BUF_START 1024
+#define HOSTENT_BUF_MAX (1 << 20)
+#define BUF_ALIGN 16
+
+enum kind { K_ADDRINFO, K_HOSTENT, K_HOSTENT_R };
+enum state { QUEUED, RUNNING, DONE };
+
+struct req {
+	struct req *next;
+	pthread_cond_t done;
+	enum state state;
+	bool abandoned;
+	enum kind kind;
+	bool two;             /* gethostbyname2*: af applies */
+	int af;
+	const char *node, *service;
+	bool has_hints;
+	struct addrinfo hints;
+	int rc, err, herr;    /* what the lookup returned; errno and h_errno after it */
+	struct addrinfo *res;
+	struct hostent he, *result;
+	char *mem, *buf;      /* buf: mem aligned like the caller's buffer (K_HOSTENT_R) */
+	size_t buflen;
+	char strings[];
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t work;
+	struct req *head, *tail;
+	int threads, idle, queued;
+} pool = { .lock = PTHREAD_MUTEX_INITIALIZER };
+static pthread_condattr_t mono;
+static pthread_key_t last_hostent; /* the thread's gethostbyname result: a struct req */
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+_Thread_local bool tb_resolver_thread;
+static bool pool_ready;
+
+static void free_req(struct req *r)
+{
+	if (r == NULL)
+		return;
+	if (r->res != NULL)
+		freeaddrinfo(r->res);
+	pthread_cond_destroy(&r->done);
+	free(r->mem);
+	free(r);
+}
+
+static void free_last(void *r)
+{
+	free_req(r);
+}
+
+static void pool_init(void)
+{
+	pthread_condattr_init(&mono);
+	pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
+	pthread_cond_init(&pool.work, &mono);
+	pthread_key_create(&last_hostent, free_last);
+	pool_ready = true;
+}
+
+/*
+ * A child of fork() has none of the resolver threads, and a lock one of them held stays held
+ * there: start again empty. The lookups of the parent's queue are its callers' and the
+ * threads' (neither exists here): their memory is dropped, not freed.
+ */
+void tb_resolve_pool_fork_child(void)
+{
+	pthread_mutex_init(&pool.lock, NULL);
+	if (pool_ready)
+		pthread_cond_init(&pool.work, &mono);
+	pool.head = pool.tail = NULL;
+	pool.threads = pool.idle = pool.queued = 0;
+}
+
+static struct timespec at(int64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / TB_NS_PER_S), (long)(ns % TB_NS_PER_S) };
+
+	return ts;
+}
+
+/* A request for `node` (and `service`), with a hostent buffer of `buflen` bytes placed at the
+ * same alignment as `like` (so glibc lays it out as it would lay out the caller's). */
+static struct req *new_req(enum kind kind, const char *node, const char *service,
+			   size_t buflen, const char *like)
+{
+	size_t ln = node != NULL ? strlen(node) + 1 : 0, ls = service != NULL ? strlen(service) + 1 : 0;
+	struct req *r = calloc(1, sizeof(*r) + ln + ls);
+
+	if (r == NULL)
+		return NULL;
+	r->kind = kind;
+	if (node != NULL)
+		r->node = memcpy(r->strings, node, ln);
+	if (service != NULL)
+		r->service = memcpy(r->strings + ln, service, ls);
+	if (buflen > 0) {
+		uintptr_t want = (uintptr_t)like % BUF_ALIGN, have;
+
+		r->mem = malloc(buflen + BUF_ALIGN);
+		if (r->mem == NULL) {
+			free(r);
+			return NULL;
+		}
+		have = (uintptr_t)r->mem % BUF_ALIGN;
+		r->buf = r->mem + (want + BUF_ALIGN - have) % BUF_ALIGN;
+		r->buflen = buflen;
+	}
+	pthread_cond_init(&r->done, &mono);
+	return r;
+}
+
+/* gethostbyname*_r into r->buf; h_errno's value comes back in r->herr. */
+static int hostent_r(struct req *r)
+{
+	const struct tb_resolve_real *f = &tb_resolve_real;
+
+	if (r->two)
+		return f->gethostbyname2_r(r->node, r->af, &r->he, r->buf, r->buflen, &r->result,
+					   &r->herr);
+	return f->gethostbyname_r(r->node, &r->he, r->buf, r->buflen, &r->result, &r->herr);
+}
+
+/* The lookup itself, on a resolver thread. */
+static void run(struct req *r)
+{
+	switch (r->kind) {
+	case K_ADDRINFO:
+		r->rc = tb_resolve_real.getaddrinfo(r->node, r->service,
+						    r->has_hints ? &r->hints : NULL, &r->res);
+		break;
+	case K_HOSTENT_R:
+		r->rc = hostent_r(r);
+		break;
+	case K_HOSTENT:
+		/* The non-reentrant call's buffer is ours: grow it as glibc grows its own. */
+		for (size_t len = HOSTENT_BUF_START; len <= HOSTENT_BUF_MAX; len *= 2) {
+			char *mem = realloc(r->mem, len);
+
+			if (mem == NULL) {
+				r->rc = ENOMEM;
+				r->herr = NETDB_INTERNAL;
+				break;
+			}
+			r->mem = r->buf = mem;
+			r->buflen = len;
+			r->rc = hostent_r(r);
+			if (r->rc != ERANGE || r->herr != NETDB_INTERNAL)
+				break;
+		}
+		break;
+	}
+	r->err = errno;
+}
+
+static void *resolver_thread(void *arg)
+{
+	(void)arg;
+	tb_resolver_thread = true;
+	pthread_mutex_lock(&pool.lock);
+	for (;;) {
+		struct req *r;
+
+		while (pool.head == NULL) {
+			struct timespec idle_until = at(tb_now() + IDLE_NS);
+			int rc;
+
+			pool.idle++;
+			rc = pthread_cond_timedwait(&pool.work, &pool.lock, &idle_until);
+			pool.idle--;
+			if (rc == ETIMEDOUT && pool.head == NULL) {
+				pool.threads--;
+				pthread_mutex_unlock(&pool.lock);
+				return NULL;
+			}
+		}
+		r = pool.head;
+		pool.head = r->next;
+		if (pool.head == NULL)
+			pool.tail = NULL;
+		pool.queued--;
+		r->state = RUNNING;
+		pthread_mutex_unlock(&pool.lock);
+		run(r);
+		pthread_mutex_lock(&pool.lock);
+		if (r->abandoned) {
+			pthread_mutex_unlock(&pool.lock);
+			free_req(r);
+			pthread_mutex_lock(&pool.lock);
+		} else {
+			r->state = DONE;
+			pthread_cond_signal(&r->done);
+		}
+	}
+}
+
+/* A thread more, when the queue holds more lookups than threads wait for work. Called with
+ * pool.lock held. The thread takes no signal: the program's handlers run on its own threads. */
+static void grow_locked(void)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	sigset_t all, old;
+
+	if (pool.queued <= pool.idle || pool.threads >= POOL_MAX)
+		return;
+	sigfillset(&all);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_create(&t, &attr, resolver_thread, NULL) == 0)
+		pool.threads++;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+}
+
+static void unlink_locked(struct req *r)
+{
+	struct req **p = &pool.head, *prev = NULL;
+
+	for (; *p != NULL; prev = *p, p = &(*p)->next) {
+		if (*p != r)
+			continue;
+		*p = r->next;
+		if (pool.tail == r)
+			pool.tail = prev;
+		pool.queued--;
+		return;
+	}
+}
+
+/* The caller gives up on r (pool.lock held): unsent or finished, it goes; under way, its
+ * thread frees it. */
+static void abandon_locked(struct req *r)
+{
+	if (r->state == QUEUED) {
+		unlink_locked(r);
+		free_req(r);
+	} else if (r->state == DONE) {
+		free_req(r); /* finished as its caller was cancelled: nobody else will free it */
+	} else {
+		r->abandoned = true;
+	}
+}
+
+/* A caller cancelled while it waits (pthread_cond_timedwait is a cancellation point, as is
+ * getaddrinfo): the cleanup runs with the lock taken back. */
+static void abandon_on_cancel(void *arg)
+{
+	abandon_locked(arg);
+	pthread_mutex_unlock(&pool.lock);
+}
+
+enum wait_result { W_DONE, W_EXPIRED, W_NO_THREAD };
+
+/*
+ * Queues r and waits for it until lk->expiry. W_DONE: r holds the result and is the
+ * caller's. W_EXPIRED: r is no longer the caller's. W_NO_THREAD: no resolver thread could be
+ * started; r is the caller's, unrun (the caller runs the lookup itself, unbounded).
+ */
+static enum wait_result submit(struct req *r, const struct tb_lookup *lk)
+{
+	struct timespec until = at(lk->expiry);
+	enum wait_result w;
+
+	pthread_once(&pool_once, pool_init);
+	pthread_mutex_lock(&pool.lock);
+	r->state = QUEUED;
+	if (pool.tail != NULL)
+		pool.tail->next = r;
+	else
+		pool.head = r;
+	pool.tail = r;
+	pool.queued++;
+	grow_locked();
+	if (pool.threads == 0) {
+		unlink_locked(r);
+		pthread_mutex_unlock(&pool.lock);
+		return W_NO_THREAD;
+	}
+	pthread_cond_signal(&pool.work);
+	pthread_cleanup_push(abandon_on_cancel, r);
+	while (r->state != DONE && tb_now() < lk->expiry)
+		pthread_cond_timedwait(&r->done, &pool.lock, &until);
+	pthread_cleanup_pop(0);
+	w = r->state == DONE ? W_DONE : W_EXPIRED;
+	if (w == W_EXPIRED)
+		abandon_locked(r);
+	pthread_mutex_unlock(&pool.lock);
+	return w;
+}
+
+int tb_lookup_getaddrinfo(struct tb_lookup *lk, const char *node, const char *service,
+			  const struct addrinfo *hints, struct addrinfo **res)
+{
+	struct req *r = new_req(K_ADDRINFO, node, service, 0, NULL);
+	int saved = errno, rc;
+
+	if (r == NULL)
+		return tb_resolve_real.getaddrinfo(node, service, hints, res);
+	if (hints != NULL) {
+		/* POSIX: only these four members of hints are read. */
+		r->has_hints = true;
+		r->hints.ai_flags = hints->ai_flags;
+		r->hints.ai_family = hints->ai_family;
+		r->hints.ai_socktype = hints->ai_socktype;
+		r->hints.ai_protocol = hints->ai_protocol;
+	}
+	switch (submit(r, lk)) {
+	case W_NO_THREAD:
+		free_req(r);
+		return tb_resolve_real.getaddrinfo(node, service, hints, res);
+	case W_EXPIRED:
+		tb_lookup_cut(lk);
+		errno = saved;
+		return EAI_AGAIN;
+	case W_DONE:
+		break;
+	}
+	rc = r->rc;
+	*res = r->res;
+	r->res = NULL;
+	errno = rc == EAI_SYSTEM ? r->err : saved;
+	free_req(r);
+	return rc;
+}
+
+struct hostent *tb_lookup_gethostbyname(struct tb_lookup *lk, const char *name, bool two,
+					int af)
+{
+	struct req *r = new_req(K_HOSTENT, name, NULL, 0, NULL);
+	struct hostent *h;
+	int saved = errno;
+
+	if (r == NULL)
+		goto native;
+	r->two = two;
+	r->af = af;
+	switch (submit(r, lk)) {
+	case W_NO_THREAD:
+		free_req(r);
+		goto native;
+	case W_EXPIRED:
+		tb_lookup_cut(lk);
+		h_errno = TRY_AGAIN;
+		errno = saved;
+		return NULL;
+	case W_DONE:
+		break;
+	}
+	h_errno = r->herr;
+	errno = r->rc != 0 ? r->err : saved;
+	if (r->result == NULL) {
+		free_req(r);
+		return NULL;
+	}
+	/* Valid until the thread's next call, as glibc's static result is. */
+	free_req(pthread_getspecific(last_hostent));
+	pthread_setspecific(last_hostent, r);
+	return &r->he;
+native:
+	h = two ? tb_resolve_real.gethostbyname2(name, af) : tb_resolve_real.gethostbyname(name);
+	return h;
+}
+
+/* p moved from r->buf to `to`, when it points into r->buf. */
+static void *moved(void *p, const struct req *r, char *to)
+{
+	uintptr_t a = (uintptr_t)p, lo = (uintptr_t)r->buf;
+
+	return p != NULL && a >= lo && a < lo + r->buflen ? to + (a - lo) : p;
+}
+
+/* The resolver thread's hostent, copied into the caller's buffer: every pointer glibc placed
+ * in its buffer moves by the same offset. */
+static void copy_hostent(struct hostent *dst, char *buf, const struct req *r)
+{
+	memcpy(buf, r->buf, r->buflen);
+	*dst = r->he;
+	dst->h_name = moved(r->he.h_name, r, buf);
+	dst->h_aliases = moved(r->he.h_aliases, r, buf);
+	dst->h_addr_list = moved(r->he.h_addr_list, r, buf);
+	if (dst->h_aliases != r->he.h_aliases)
+		for (char **a = dst->h_aliases; *a != NULL; a++)
+			*a = moved(*a, r, buf);
+	if (dst->h_addr_list != r->he.h_addr_list)
+		for (char **a = dst->h_addr_list; *a != NULL; a++)
+			*a = moved(*a, r, buf);
+}
+
+int tb_lookup_gethostbyname_r(struct tb_lookup *lk, const char *name, bool two, int af,
+			      struct hostent *ret, char *buf, size_t len,
+			      struct hostent **result, int *h_errnop)
+{
+	struct req *r = len > 0 ? new_req(K_HOSTENT_R, name, NULL, len, buf) : NULL;
+	int saved = errno, rc;
+
+	if (r == NULL)
+		goto native;
+	r->two = two;
+	r->af = af;
+	switch (submit(r, lk)) {
+	case W_NO_THREAD:
+		free_req(r);
+		goto native;
+	case W_EXPIRED:
+		tb_lookup_cut(lk);
+		*result = NULL;
+		*h_errnop = TRY_AGAIN;
+		errno = saved;
+		return EAGAIN;
+	case W_DONE:
+		break;
+	}
+	rc = r->rc;
+	*h_errnop = r->herr;
+	*result = NULL;
+	if (rc == 0 && r->result != NULL) {
+		copy_hostent(ret, buf, r);
+		*result = ret;
+	}
+	errno = rc != 0 ? r->err : saved;
+	free_req(r);
+	return rc;
+native:
+	if (two)
+		return tb_resolve_real.gethostbyname2_r(name, af, ret, buf, len, result, h_errnop);
+	return tb_resolve_real.gethostbyname_r(name, ret, buf, len, result, h_errnop);
+}
