@@ -3,6 +3,7 @@
 #include "sock.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/sockios.h>
 #include <linux/tcp.h>
 #include <netinet/in.h>
@@ -12,6 +13,8 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "fdtable.h"
 #include "init.h"
@@ -46,15 +49,35 @@ static bool tcp_info(int fd, struct tcp_info *ti, size_t need)
 	return len >= need;
 }
 
+/* fstat by system call: the watchdog looks at the program's fd, and an fstat interposed
+ * ahead of us (a sanitizer's, another preload) would see that as the program's own use
+ * of the fd, racing with its close (whose guard, `busy`, it cannot see: it sits below). */
+static int sock_stat(int fd, struct stat *st)
+{
+#ifdef SYS_fstat
+	return (int)syscall(SYS_fstat, fd, st);
+#else
+	return (int)syscall(SYS_newfstatat, fd, "", st, AT_EMPTY_PATH);
+#endif
+}
+
+/* fd's slot in the table names s. seq_cst: after the seq_cst raise of `busy`, this load
+ * and close's (exchange of the slot, then load of busy) form the Dekker pair (rule 3). */
+static bool slot_is(int fd, struct tb_sock *s)
+{
+	return fd >= 0 && fd < atomic_load_explicit(&tb_fd_cap, memory_order_relaxed) &&
+	       atomic_load(&tb_fdtab[fd]) == s;
+}
+
 /* Under `busy`: does fd still name this very socket (generation and inode)? Guards
  * against an fd number closed behind our back (fclose, a raw syscall) and reused. */
 static bool fd_is_ours(struct tb_sock *s, uint32_t gen, int fd)
 {
 	struct stat st;
 
-	if (fd < 0 || tb_fd_sock(fd) != s || TB_ST_GEN(tb_sock_word(s)) != gen)
+	if (!slot_is(fd, s) || TB_ST_GEN(tb_sock_word(s)) != gen)
 		return false;
-	if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+	if (sock_stat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
 		return false;
 	return (uint64_t)st.st_ino == atomic_load_explicit(&s->ino, memory_order_relaxed);
 }
@@ -91,7 +114,7 @@ static void forget_stale_slot(struct tb_sock *s, uint32_t gen)
 
 	if (fd < 0 || tb_fd_sock(fd) != s || TB_ST_GEN(tb_sock_word(s)) != gen)
 		return;
-	if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	if (sock_stat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
 	    (uint64_t)st.st_ino == atomic_load_explicit(&s->ino, memory_order_relaxed))
 		return;
 	if (tb_fd_take(fd) == s)
@@ -266,11 +289,12 @@ static void cut(int fd)
 
 /* Raises `busy`: from here until drop_busy, close() of any fd of s waits before it gives
  * the number back to the kernel. Dekker with tb_fd_take + quiesce in close: either close
- * sees busy and waits, or we see its slot already cleared (fd_is_ours fails). */
+ * sees busy and waits, or we see its slot already cleared (fd_is_ours fails). The seq_cst
+ * read-modify-write orders the raise before slot_is's seq_cst load (no fence: ThreadSanitizer
+ * does not model fences). */
 static void take_busy(struct tb_sock *s)
 {
 	atomic_fetch_add(&s->busy, 1);
-	atomic_thread_fence(memory_order_seq_cst);
 }
 
 static void drop_busy(struct tb_sock *s)

@@ -94,6 +94,8 @@ int main(int argc, char **argv)
 	t0 = tbt_now_ms();
 	pthread_create(&tr, NULL, read_it, &rd);
 	cut = wait_done(&rd, t0 + 500 + 2000);
+	if (cut)
+		pthread_join(tr, NULL);
 	pthread_create(&tc, NULL, close_it, &cl);
 	closed = wait_done(&cl, tbt_now_ms() + 1000);
 	/* Our own messages go to the real stderr again; the full pipe stays where the
@@ -106,6 +108,7 @@ int main(int argc, char **argv)
 		  tbt_errno_name(rd.err));
 	TBR_CHECK(rd.ended - t0 >= 500, "cut early at %.0f ms", rd.ended - t0);
 	TBR_CHECK(closed, "close() did not return within 1 s (spinning behind the log)");
+	pthread_join(tc, NULL);
 	printf("close returned %zd after %.1f ms\n", cl.r, cl.ended - rd.ended);
 	/* Unblock whatever still writes to the pipe before exiting. */
 	fcntl(PIPE_READ, F_SETFL, O_NONBLOCK);
