@@ -110,6 +110,7 @@ struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct 
 	atomic_store_explicit(&s->nonblock, nonblock, memory_order_relaxed);
 	atomic_store_explicit(&s->got_bytes, false, memory_order_relaxed);
 	atomic_store_explicit(&s->delivered, false, memory_order_relaxed);
+	atomic_store_explicit(&s->log_pending, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->ino, ino, memory_order_relaxed);
 	atomic_store_explicit(&s->set, set, memory_order_relaxed);
 	s->dest = *d;
@@ -155,6 +156,7 @@ void tb_sock_unref(struct tb_sock *s)
 		sched_yield();
 	if (atomic_fetch_sub(&s->refs, 1) != 1)
 		return;
+	tb_sock_await_log(s); /* a program may close a cut socket and exit at once */
 	tb_sock_release_slot(s);
 	/* A new generation at once: a thread still blocked on a number that was closed
 	 * under it (or a stale slot) must not touch the free entry when its call returns. */

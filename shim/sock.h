@@ -72,7 +72,19 @@ struct tb_side_state {
  *     the socket on the incoming stack, before the push's release).
  * (8) `refs` counts fds in the table that refer to the socket; the last tb_sock_unref
  *     frees it. `has_slot` is exchanged to false exactly once (tb_sock_release_slot).
+ * (9) `note` belongs to the one thread whose claim (the CAS to EXPIRED) succeeded: it fills
+ *     it under `busy`, sets log_pending, cuts, drops `busy`, writes the line and clears
+ *     log_pending (release). Other threads only read log_pending (tb_sock_await_log).
  */
+/* The log line of an expiry, taken under `busy` at the cut, written by the expirer after
+ * it (see tb_sock_await_log). */
+struct tb_log_note {
+	int64_t elapsed, limit;
+	struct tb_dest dest;
+	int fd, tid;
+	enum tb_phase phase;
+};
+
 struct tb_sock {
 	atomic_uint state;
 	atomic_uint refs;         /* fds referring to it */
@@ -98,6 +110,9 @@ struct tb_sock {
 	_Atomic uint64_t wr_seen;     /* bytes acknowledged (TCP_INFO) at the last look */
 	_Atomic int64_t wr_seen_at;   /* when the watchdog last looked */
 	_Atomic int64_t wr_moved_at;  /* when a look last saw it move (or the wait began) */
+	/* the expiry's log line (rule 9) */
+	atomic_uint log_pending;
+	struct tb_log_note note;
 	/* pool bookkeeping */
 	uint32_t index;
 	atomic_uint free_next;
@@ -184,6 +199,14 @@ void tb_sock_progress(struct tb_sock *s, enum tb_side side);
  */
 int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_phase phase,
 		   int fd, bool own_fd, int64_t now, int64_t *recheck);
+
+/*
+ * Waits, 20 ms at most, for the expiry's log line to be written by the expirer, which
+ * writes it right after its cut (outside `busy`). Called before an expiry is reported to
+ * the program, and by the last close: a program that exits on ETIMEDOUT must not lose the
+ * line, yet a log sink that blocks must not hold the program for long. Preserves errno.
+ */
+void tb_sock_await_log(struct tb_sock *s);
 
 /* Marks the socket (generation `gen`) expired for `phase` and shuts `fd` down, without
  * logging: for steps refused before they began. Returns true when this call marked it. */

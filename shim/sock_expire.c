@@ -14,8 +14,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fdtable.h"
 #include "init.h"
 #include "log.h"
@@ -315,13 +317,29 @@ bool tb_sock_mark_expired(struct tb_sock *s, uint32_t gen, enum tb_phase phase, 
 	return done;
 }
 
+#define LOG_AWAIT_NS (20 * TB_NS_PER_MS)
+
+void tb_sock_await_log(struct tb_sock *s)
+{
+	int saved = errno;
+	int64_t until;
+
+	if (atomic_load_explicit(&s->log_pending, memory_order_acquire) == 0)
+		return;
+	until = tb_now() + LOG_AWAIT_NS;
+	while (atomic_load_explicit(&s->log_pending, memory_order_acquire) != 0 &&
+	       tb_now() < until) {
+		struct timespec ts = { 0, 50 * 1000 };
+
+		nanosleep(&ts, NULL);
+	}
+	errno = saved;
+}
+
 int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_phase phase,
 		   int fd, bool own_fd, int64_t now, int64_t *recheck)
 {
 	int saved = errno;
-	int64_t elapsed = 0, limit = 0;
-	struct tb_dest dest;
-	int tid = 0;
 	int rc = -1;
 
 	take_busy(s);
@@ -344,21 +362,30 @@ int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_p
 		rc = 0;
 		goto out;
 	}
-	/* Measure first: once shut down, the waiter wakes and folds its wait into idle_ns. */
-	measure(s, side, phase, now, &elapsed, &limit);
-	tid = own_fd ? tb_tid() : atomic_load_explicit(&s->waiter_tid, memory_order_relaxed);
-	dest = s->dest; /* once busy drops, s may be closed and reused */
 	if (!claim_expiry(s, gen, phase))
 		goto out;
+	/* The line is taken now: once shut down, the waiter wakes and folds its wait into
+	 * idle_ns, and once busy drops the socket may be closed and reused. */
+	measure(s, side, phase, now, &s->note.elapsed, &s->note.limit);
+	s->note.dest = s->dest;
+	s->note.fd = fd;
+	s->note.tid = own_fd ? tb_tid() : atomic_load_explicit(&s->waiter_tid,
+							       memory_order_relaxed);
+	s->note.phase = phase;
+	atomic_store_explicit(&s->log_pending, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&tb_expiries[phase], 1, memory_order_relaxed);
 	cut(fd);
 	rc = 1;
 out:
 	drop_busy(s);
 	if (rc == 1) {
 		/* After the cut and outside `busy`: a log sink that blocks (a full pipe, a stalled
-		 * syslog) must neither delay the cut nor hold up close() of this socket. */
-		atomic_fetch_add_explicit(&tb_expiries[phase], 1, memory_order_relaxed);
-		tb_log_timeout(phase, &dest, fd, elapsed, limit, tid);
+		 * syslog) must neither delay the cut nor hold up close() of this socket. The woken
+		 * thread waits a little for the line before it reports the error (it might exit on
+		 * it): tb_sock_await_log. */
+		tb_log_timeout(s->note.phase, &s->note.dest, s->note.fd, s->note.elapsed,
+			       s->note.limit, s->note.tid);
+		atomic_store_explicit(&s->log_pending, 0, memory_order_release);
 	} else if (rc == -2) {
 		forget_stale_slot(s, gen);
 	}

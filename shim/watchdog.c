@@ -350,6 +350,7 @@ static void reset_sock(struct tb_sock *s)
 	atomic_store(&s->wd_filed_at, 0);
 	atomic_store(&s->in_incoming, false);
 	atomic_store(&s->busy, 0);
+	atomic_store(&s->log_pending, 0); /* the parent writes its own lines */
 	atomic_store(&s->side[TB_RD].waiters, 0);
 	atomic_store(&s->side[TB_WR].waiters, 0);
 }

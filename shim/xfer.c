@@ -20,6 +20,7 @@ int tb_xfer_timed_out(struct tb_sock *s)
 	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
 	uint32_t w = tb_sock_word(s);
 
+	tb_sock_await_log(s); /* before the program sees the error, and perhaps exits on it */
 	if (!atomic_exchange(&s->delivered, true))
 		tb_budget_on_expired(tb_budget_here(), set, &s->dest, TB_ST_PHASE(w),
 				     atomic_load_explicit(&s->call_deadline, memory_order_relaxed));
