@@ -56,7 +56,8 @@ int main(int argc, char **argv)
 	(void)argc;
 	move_clock();
 	tbr_preload_self(argv, "TIMEBOX_CONNECT_TIMEOUT=2562047h",
-			 "TIMEBOX_READ_TIMEOUT=2562047h", "TIMEBOX_WRITE_TIMEOUT=2562047h", NULL);
+			 "TIMEBOX_READ_TIMEOUT=2562047h", "TIMEBOX_WRITE_TIMEOUT=2562047h",
+			 "TIMEBOX_DEADLINE=2562047h", NULL);
 	printf("monotonic clock at %.0f s\n", monotonic_s());
 	TBR_CHECK(monotonic_s() > UPTIME_NEEDED, "the clock did not move");
 	lfd = tbr_listen(&port);
