@@ -30,6 +30,15 @@ struct tb_side_state {
 	_Atomic int64_t expiry;    /* of the wait under way; read by the watchdog */
 };
 
+/* The log line of an expiry, taken under `busy` at the cut, written by the expirer after
+ * it (see tb_sock_await_log). */
+struct tb_log_note {
+	int64_t elapsed, limit;
+	struct tb_dest dest;
+	int fd, tid;
+	enum tb_phase phase;
+};
+
 /*
  * Concurrency rules. Threads of the program (the hooks) and the one watchdog thread share
  * every field; nothing here takes a lock. The rules:
@@ -64,27 +73,21 @@ struct tb_side_state {
  * (6) side[].idle_ns and wait_begin are written by the first waiter to arrive, the last to
  *     leave, any thread that moves bytes (the silence restarts for every waiter of that
  *     side), and the watchdog when TCP_INFO shows bytes the calls could not see. They are
- *     relaxed: a stale pair can only make an expiry look due early, and the watchdog
- *     recomputes the expiry (tb_sock_expiry) before it acts; side[].expiry is a hint for
- *     the watchdog, stored by each wait.
+ *     relaxed: the watchdog never acts on a stored expiry (side[].expiry, a hint stored by
+ *     each wait) without recomputing it from them (tb_sock_expiry) first.
  * (7) wd_filed_at, in_incoming, incoming_next, wr_seen, wr_seen_at, wr_moved_at belong to
  *     the watchdog (in_incoming / incoming_next are also written by the thread that pushes
  *     the socket on the incoming stack, before the push's release).
  * (8) `refs` counts fds in the table that refer to the socket; the last tb_sock_unref
  *     frees it. `has_slot` is exchanged to false exactly once (tb_sock_release_slot).
- * (9) `note` belongs to the one thread whose claim (the CAS to EXPIRED) succeeded: it fills
+ * (9) `set`, `nonblock`, `got_bytes`, connect_start, call_start, call_deadline are relaxed
+ *     atomics written by the hooks of any thread (fcntl, a transfer, a new call; the last
+ *     writer wins, as for the program's own view of the socket) and read by the watchdog,
+ *     which recomputes an expiry from them before acting. `delivered` is exchanged once.
+ * (10) `note` belongs to the one thread whose claim (the CAS to EXPIRED) succeeded: it fills
  *     it under `busy`, sets log_pending, cuts, drops `busy`, writes the line and clears
  *     log_pending (release). Other threads only read log_pending (tb_sock_await_log).
  */
-/* The log line of an expiry, taken under `busy` at the cut, written by the expirer after
- * it (see tb_sock_await_log). */
-struct tb_log_note {
-	int64_t elapsed, limit;
-	struct tb_dest dest;
-	int fd, tid;
-	enum tb_phase phase;
-};
-
 struct tb_sock {
 	atomic_uint state;
 	atomic_uint refs;         /* fds referring to it */
@@ -110,7 +113,7 @@ struct tb_sock {
 	_Atomic uint64_t wr_seen;     /* bytes acknowledged (TCP_INFO) at the last look */
 	_Atomic int64_t wr_seen_at;   /* when the watchdog last looked */
 	_Atomic int64_t wr_moved_at;  /* when a look last saw it move (or the wait began) */
-	/* the expiry's log line (rule 9) */
+	/* the expiry's log line (rule 10) */
 	atomic_uint log_pending;
 	struct tb_log_note note;
 	/* pool bookkeeping */
