@@ -99,6 +99,16 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(POLICY_OBJS) $(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -Ipolicy -Wno-missing-prototypes -o $@ $< $(POLICY_OBJS) $(SAN_LDFLAGS) -lcmocka -lconfig
 
+# The runtime core's unit test: sock.o, sock_expire.o and fdtable.o against a fake tb_real
+# (the test defines it), with watchdog.c included to reach its static steps.
+SOCK_TEST_OBJS := $(BUILD)/obj/shim/sock.o $(BUILD)/obj/shim/sock_expire.o \
+                  $(BUILD)/obj/shim/fdtable.o
+$(BUILD)/tests/unit/test_sock: tests/unit/test_sock.c shim/watchdog.c $(SOCK_TEST_OBJS) \
+		$(POLICY_OBJS) $(wildcard tests/unit/*.h shim/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -Ishim -Ipolicy -Iinclude -Wno-missing-prototypes -o $@ $< \
+		$(SOCK_TEST_OBJS) $(POLICY_OBJS) $(SAN_LDFLAGS) -lcmocka -lconfig
+
 # End-to-end helpers (fault server, test clients) are ordinary programs: no sanitizer, so
 # that what is tested is the library inside an uninstrumented host. The FORTIFY client is
 # built the way distributions build packages.

@@ -30,36 +30,104 @@ struct tb_side_state {
 	_Atomic int64_t expiry;    /* of the wait under way; read by the watchdog */
 };
 
+/* The log line of an expiry, taken under `busy` at the cut, written by the expirer after
+ * it (see tb_sock_await_log). */
+struct tb_log_note {
+	int64_t elapsed, limit;
+	struct tb_dest dest;
+	int fd, tid;
+	enum tb_phase phase;
+};
+
+/*
+ * Concurrency rules. Threads of the program (the hooks) and the one watchdog thread share
+ * every field; nothing here takes a lock. The rules:
+ *
+ * (1) `state` (generation | phase | state) changes only by compare-and-swap on the whole
+ *     word, except in tb_sock_new and tb_sock_unref, which own the entry at that moment
+ *     (popped from / about to be pushed on the free list). tb_sock_unref bumps the
+ *     generation when the entry goes back to the pool, so a thread still inside a call on
+ *     a number that was closed under it (it compares the generation it began with) never
+ *     touches the free or reused entry.
+ * (2) `dest`, `slot_fd`, `gate`, `ino` are written before the socket is published in the
+ *     fd table (tb_fd_set's release) and are read-only afterwards - except slot_fd, moved
+ *     by tb_sock_slot_fd_moved when the program dup2()s over a gate lock (connect is done
+ *     by then). A reader that may race with the socket's reuse (the watchdog, an expiry)
+ *     reads them only while holding `busy`, and copies what it needs after.
+ * (3) `busy` is a count of expiries under way (the watchdog's and a hook's own). It is
+ *     raised before an fd of the socket is verified (fd_is_ours: table slot, generation,
+ *     inode) and dropped right after the shutdown(); close(), close_range() and dup2 over
+ *     a governed fd wait for it to be zero between untracking the number and giving it
+ *     back to the kernel (Dekker: seq_cst on both sides). Nothing that can block - the
+ *     log line above all - is done while it is raised.
+ * (4) `fd` and `waiter_tid` are hints, written by every wait (relaxed): the fd and thread
+ *     of the last wait through any fd of the socket. They are never trusted: the watchdog
+ *     verifies `fd` under `busy`, and when it no longer names the socket, looks for another
+ *     fd of it in the fd table; when none can be verified it stops governing the socket
+ *     (drops it from its heap) instead of trying again.
+ * (5) side[].waiters counts threads inside a wait (fetch_add in tb_sock_wait_begin,
+ *     fetch_sub in tb_sock_wait_end, both seq_cst). It pairs with `wd_filed_at`: a wait
+ *     increments waiters then reads wd_filed_at; the watchdog clears wd_filed_at then
+ *     re-reads waiters. So either the wait queues the socket itself, or the watchdog sees
+ *     the wait - never neither.
+ * (6) side[].idle_ns and wait_begin are written by the first waiter to arrive, the last to
+ *     leave, any thread that moves bytes (the silence restarts for every waiter of that
+ *     side), and the watchdog when TCP_INFO shows bytes the calls could not see. They are
+ *     relaxed: the watchdog never acts on a stored expiry (side[].expiry, a hint stored by
+ *     each wait) without recomputing it from them (tb_sock_expiry) first.
+ * (7) wd_filed_at, in_incoming, incoming_next, wr_seen, wr_seen_at, wr_moved_at belong to
+ *     the watchdog (in_incoming / incoming_next are also written by the thread that pushes
+ *     the socket on the incoming stack, before the push's release).
+ * (8) `refs` counts fds in the table that refer to the socket; the last tb_sock_unref
+ *     frees it. `has_slot` is exchanged to false exactly once (tb_sock_release_slot).
+ * (9) `set`, `nonblock`, `got_bytes`, connect_start, call_start, call_deadline are relaxed
+ *     atomics written by the hooks of any thread (fcntl, a transfer, a new call; the last
+ *     writer wins, as for the program's own view of the socket) and read by the watchdog,
+ *     which recomputes an expiry from them before acting. `delivered` is exchanged once.
+ * (10) `note` belongs to the one thread whose claim (the CAS to EXPIRED) succeeded: it fills
+ *     it under `busy`, sets log_pending, cuts, drops `busy`, writes the line and clears
+ *     log_pending (release). Other threads only read log_pending (tb_sock_await_log).
+ */
 struct tb_sock {
 	atomic_uint state;
 	atomic_uint refs;         /* fds referring to it */
-	atomic_int fd;            /* the fd last waited on: the one the watchdog shuts down */
-	atomic_int waiter_tid;    /* the thread that last waited: the one the log names */
-	atomic_uint busy;         /* the watchdog is acting on `fd`: close waits for it */
+	atomic_int fd;            /* hint: the fd last waited on (rule 4) */
+	atomic_int waiter_tid;    /* hint: the thread that last waited, for the log line */
+	atomic_uint busy;         /* expiries under way: close waits for 0 (rule 3) */
 	atomic_bool nonblock;     /* O_NONBLOCK of the open file description */
 	atomic_bool got_bytes;    /* response bytes since the last send: phase read */
 	atomic_bool delivered;    /* the expiry has been reported to a thread's budget */
 	atomic_bool has_slot;     /* holds a slot of `gate`, given back once */
 	_Atomic uint64_t ino;     /* identity: st_ino of the socket */
 	_Atomic(const struct tb_settings *) set;
-	struct tb_dest dest;      /* written before publication, read under `busy` */
+	struct tb_dest dest;      /* written before publication (rule 2) */
 	int slot_fd;              /* a shared gate's lock fd, or -1 */
 	_Atomic int64_t connect_start;
 	_Atomic int64_t call_start;
 	_Atomic int64_t call_deadline;
 	struct tb_side_state side[2];
 	struct tb_gate *gate;     /* the gate whose slot it holds (tb_sock_release_slot) */
-	/* watchdog bookkeeping (watchdog.c) */
+	/* watchdog bookkeeping (watchdog.c, sock_expire.c) */
 	_Atomic int64_t wd_filed_at;  /* 0: not in the watchdog's heap */
-	struct tb_sock *incoming_next;
-	_Atomic int64_t wr_outq_at;   /* when the watchdog last looked at SIOCOUTQ */
-	_Atomic int64_t wr_moved_at;  /* when a look last saw the queue move (or the wait began) */
-	atomic_int wr_outq;           /* SIOCOUTQ seen at the last look, -1 none */
+	_Atomic(struct tb_sock *) incoming_next;
+	_Atomic uint64_t wr_seen;     /* bytes acknowledged (TCP_INFO) at the last look */
+	_Atomic int64_t wr_seen_at;   /* when the watchdog last looked */
+	_Atomic int64_t wr_moved_at;  /* when a look last saw it move (or the wait began) */
+	/* the expiry's log line (rule 10) */
+	atomic_uint log_pending;
+	struct tb_log_note note;
 	/* pool bookkeeping */
 	uint32_t index;
 	atomic_uint free_next;
 	atomic_bool in_incoming;
 };
+
+/* start + d, saturated at TB_NEVER: an expiry never wraps into the past (the largest
+ * duration, 2562047h, overflows int64 ns once the monotonic clock passes ~47 minutes). */
+static inline int64_t tb_at_after(int64_t start, int64_t d)
+{
+	return start > TB_NEVER - d ? TB_NEVER : start + d;
+}
 
 /*
  * Takes a socket from the pool for `fd`, in state CONNECTING with one reference.
@@ -104,40 +172,59 @@ struct tb_expiry tb_sock_expiry(struct tb_sock *s, enum tb_side side);
  */
 struct tb_expiry tb_sock_wait_begin(struct tb_sock *s, enum tb_side side, int fd, int64_t now);
 
-/* The wait ends at `now`; with `progress` bytes moved (the silence count restarts). `gen` is
+/* The wait ends at `now` (0: not read yet; only needed when progress restarts the silence
+ * of other waiters); with `progress` bytes moved (the silence count restarts, for every
+ * thread still waiting on that side too). `gen` is
  * the generation the wait began on: a socket closed under a blocked reader (and perhaps
  * reused) is not touched. */
 void tb_sock_wait_end(struct tb_sock *s, enum tb_side side, int64_t now, bool progress,
 		      uint32_t gen);
 
-/* Bytes moved on `side` outside a wait. Sent bytes start the first_byte phase. */
+/* Bytes moved on `side` outside a wait. Sent bytes start the first_byte phase. Threads
+ * waiting on an affected side meanwhile count their silence again from now. */
 void tb_sock_progress(struct tb_sock *s, enum tb_side side);
 
 /*
  * Expires the socket (generation `gen`) for `phase` at `now`: marks it, shuts it down so
- * every waiter wakes and no late response can be read, logs one line, counts it.
- * `fd` is the caller's own fd when `own_fd`; otherwise (the watchdog) s->fd is used after
- * checking under `busy` that it still refers to this very socket (generation and inode).
+ * every waiter wakes and no late response can be read, then - after the cut, outside
+ * `busy` - logs one line and counts it. Every path checks under `busy` that the fd it cuts
+ * still names this very socket (fd table slot, generation, inode): `fd` is the caller's own
+ * fd when `own_fd`; otherwise (the watchdog) s->fd, or another fd of s from the fd table.
  * The cut is skipped, returning 0 and a time to look again in *recheck, when the peer is
  * not the one stalling: read side, data is already queued (a slow program is not a slow
- * peer); write side, the unsent queue (SIOCOUTQ) moved since the last look, or there was no
- * earlier look during this wait (a blocked send makes progress the hot path cannot see).
- * Returns 1 when expired, -1 when the socket changed (closed, reused, already expired).
+ * peer) or, in an idle phase, TCP_INFO shows data arriving during the wait that the call
+ * consumed unseen (MSG_WAITALL); write side, the peer acknowledged bytes within the last
+ * write_timeout, or there was no earlier look during this wait.
+ * Returns 1 when expired, -1 when the socket changed (closed, reused, already expired, or
+ * the own fd no longer names it), -2 (watchdog only) when no fd of the socket can be
+ * verified: the caller stops governing it rather than try again.
+ * errno is preserved.
  */
 int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_phase phase,
 		   int fd, bool own_fd, int64_t now, int64_t *recheck);
+
+/*
+ * Waits, 20 ms at most, for the expiry's log line to be written by the expirer, which
+ * writes it right after its cut (outside `busy`). Called before an expiry is reported to
+ * the program, and by the last close: a program that exits on ETIMEDOUT must not lose the
+ * line, yet a log sink that blocks must not hold the program for long. Preserves errno.
+ */
+void tb_sock_await_log(struct tb_sock *s);
 
 /* Marks the socket (generation `gen`) expired for `phase` and shuts `fd` down, without
  * logging: for steps refused before they began. Returns true when this call marked it. */
 bool tb_sock_mark_expired(struct tb_sock *s, uint32_t gen, enum tb_phase phase, int fd);
 
-/* The watchdog looks at a blocked send's unsent queue (SIOCOUTQ) before its expiry, every
- * write_timeout/8: a queue that moved is progress the hot path cannot see from inside the
- * blocked call. Returns when to look next. */
-int64_t tb_sock_sample_outq(struct tb_sock *s, int64_t now);
+/* The watchdog looks at a blocked send's bytes acknowledged (TCP_INFO) before its expiry,
+ * every write_timeout/8: acknowledged bytes are progress the hot path cannot see from
+ * inside the blocked call. Returns when to look next. */
+int64_t tb_sock_sample_acked(struct tb_sock *s, int64_t now);
 
 /* True when a read on fd would return at once (data, EOF or a pending error). */
 bool tb_sock_rd_ready(int fd);
+
+/* In a forked child: the pool's growth lock may have been held by a thread that is gone. */
+void tb_sock_fork_child(void);
 
 /* Calls fn on every pool entry (fork child reset). */
 void tb_sock_foreach(void (*fn)(struct tb_sock *s));

@@ -94,102 +94,157 @@ static void file_at(struct tb_sock *s, int64_t at)
 	heap_push(at, s);
 }
 
+/* What the watchdog does with a socket after looking at it. */
+enum verdict {
+	V_FILE,    /* file it again for `at` */
+	V_DROP,    /* nothing to look at: unfile it (then make sure no wait began meanwhile) */
+	V_GIVE_UP, /* no fd of it can be verified: stop governing it, never look again */
+};
+
+/*
+ * One side of s with waiters, at `now`: when to look at it next, or the verdict that ends
+ * the socket's filing. A due wait is recomputed first (the hot path may have moved it
+ * later since it stored `expiry`); if still due, tb_sock_expire decides - it may cut, or
+ * say when to look again (data queued, a send still draining, bytes arriving unseen).
+ */
+static enum verdict side_next(struct tb_sock *s, enum tb_side side, uint32_t w, int64_t now,
+			      int64_t *at)
+{
+	struct tb_side_state *sd = &s->side[side];
+	int64_t dl;
+
+	*at = atomic_load_explicit(&sd->expiry, memory_order_relaxed);
+	if (*at > now) {
+		/* Not due: a blocked send is looked at meanwhile (progress it cannot report). */
+		if (side == TB_WR && TB_ST(w) == TB_ST_OPEN) {
+			int64_t look = tb_sock_sample_acked(s, now);
+
+			if (look < *at)
+				*at = look;
+		}
+		return V_FILE;
+	}
+	{
+		struct tb_expiry e = tb_sock_expiry(s, side);
+
+		if (e.at > now) { /* moved since it was stored */
+			*at = e.at;
+		} else {
+			int64_t recheck = tb_at_after(now, QUEUED_RECHECK_NS);
+			int rc = tb_sock_expire(s, TB_ST_GEN(w), side, e.phase, -1, false, now,
+						&recheck);
+
+			if (rc == -2)
+				return V_GIVE_UP;
+			if (rc != 0)
+				return V_DROP; /* cut, or the socket changed under us */
+			*at = recheck;
+		}
+	}
+	/* Not cut: never sleep past the call's deadline. */
+	dl = atomic_load_explicit(&s->call_deadline, memory_order_relaxed);
+	if (dl < *at && dl > now)
+		*at = dl;
+	return V_FILE;
+}
+
+/* Nobody waits on s: between two exchanges of a busy keep-alive socket, keeping it filed
+ * one more linger period spares the next wait a wake-up call. Returns when to look again,
+ * or 0 to drop it. */
+static int64_t linger_until(struct tb_sock *s, int64_t now)
+{
+	int64_t last = atomic_load_explicit(&s->side[TB_RD].wait_begin, memory_order_relaxed);
+	int64_t lastw = atomic_load_explicit(&s->side[TB_WR].wait_begin, memory_order_relaxed);
+	int64_t linger = tb_settings_min_limit(atomic_load_explicit(&s->set,
+								    memory_order_relaxed));
+
+	if (linger <= 0)
+		linger = TB_NS_PER_S;
+	if (lastw > last)
+		last = lastw;
+	return now - last < linger ? tb_at_after(now, linger) : 0;
+}
+
+/* Looks at s as a whole: the verdict, and for V_FILE when to look next. */
+static enum verdict next_look(struct tb_sock *s, int64_t now, int64_t *at)
+{
+	uint32_t w = tb_sock_word(s);
+	int64_t soonest = TB_NEVER;
+	bool waiting = false;
+
+	if (TB_ST(w) == TB_ST_FREE || TB_ST(w) == TB_ST_EXPIRED)
+		return V_DROP;
+	for (int side = TB_RD; side <= TB_WR; side++) {
+		int64_t side_at;
+		enum verdict v;
+
+		if (atomic_load(&s->side[side].waiters) == 0)
+			continue;
+		waiting = true;
+		v = side_next(s, (enum tb_side)side, w, now, &side_at);
+		if (v != V_FILE)
+			return v;
+		if (side_at < soonest)
+			soonest = side_at;
+	}
+	if (!waiting)
+		soonest = linger_until(s, now);
+	if (soonest == 0 || soonest == TB_NEVER)
+		return V_DROP;
+	*at = soonest;
+	return V_FILE;
+}
+
+/* Takes s out of the heap. Returns true when a wait may have begun meanwhile without
+ * queueing s (it read wd_filed_at before we cleared it): s must be looked at once more.
+ * Pairs with tb_sock_wait_begin (waiters then wd_filed_at; here the reverse, seq_cst). */
+static bool unfile(struct tb_sock *s)
+{
+	uint32_t w;
+
+	atomic_store(&s->wd_filed_at, 0);
+	if (atomic_load(&s->side[TB_RD].waiters) == 0 &&
+	    atomic_load(&s->side[TB_WR].waiters) == 0)
+		return false;
+	w = tb_sock_word(s);
+	return TB_ST(w) != TB_ST_FREE && TB_ST(w) != TB_ST_EXPIRED;
+}
+
 /*
  * Looks at one socket at `now`: cut a due wait, or file it again for the earliest future
  * expiry of its waits, or (nobody waits) keep it a little while if it was busy lately, else
- * drop it. Dropping clears wd_filed_at first and then re-reads the waiters: a wait that began
- * meanwhile either sees 0 and queues the socket itself, or is seen here (seq_cst both sides).
+ * drop it. A second look after unfiling is enough: a wait that reads wd_filed_at after the
+ * first unfile sees 0 and queues the socket itself. Never loops beyond that: a socket that
+ * cannot be acted on is given up, not retried (it used to spin a core here).
  */
 static void evaluate(struct tb_sock *s, int64_t now)
 {
-	for (;;) {
-		uint32_t w = tb_sock_word(s);
-		uint32_t gen = TB_ST_GEN(w);
-		int64_t soonest = TB_NEVER;
-		bool waiting = false;
+	for (int pass = 0; pass < 2; pass++) {
+		int64_t at = 0;
 
-		if (TB_ST(w) == TB_ST_FREE || TB_ST(w) == TB_ST_EXPIRED)
-			goto drop;
-		for (int side = TB_RD; side <= TB_WR; side++) {
-			struct tb_side_state *sd = &s->side[side];
-			int64_t at;
-
-			if (atomic_load(&sd->waiters) == 0)
-				continue;
-			waiting = true;
-			at = atomic_load_explicit(&sd->expiry, memory_order_relaxed);
-			if (at <= now) {
-				struct tb_expiry e = tb_sock_expiry(s, (enum tb_side)side);
-				int64_t recheck = now + QUEUED_RECHECK_NS;
-
-				if (e.at > now) { /* moved since it was stored */
-					at = e.at;
-				} else {
-					if (tb_sock_expire(s, gen, (enum tb_side)side, e.phase, -1,
-							   false, now, &recheck) != 0)
-						goto drop;
-					at = recheck;
-				}
-				{
-					int64_t dl = atomic_load_explicit(&s->call_deadline,
-									  memory_order_relaxed);
-
-					if (dl < at && dl > now)
-						at = dl;
-				}
-			} else if (side == TB_WR && TB_ST(w) == TB_ST_OPEN) {
-				int64_t look = tb_sock_sample_outq(s, now);
-
-				if (look < at)
-					at = look;
-			}
-			if (at < soonest)
-				soonest = at;
-		}
-		if (waiting) {
-			if (soonest != TB_NEVER)
-				file_at(s, soonest);
-			else
-				goto drop;
+		switch (next_look(s, now, &at)) {
+		case V_FILE:
+			file_at(s, at);
 			return;
-		}
-		{
-			/* Between two exchanges of a busy keep-alive socket nobody waits; keeping it
-			 * filed one more linger period spares the next wait a wake-up call. */
-			int64_t last = atomic_load_explicit(&s->side[TB_RD].wait_begin,
-							    memory_order_relaxed);
-			int64_t lastw = atomic_load_explicit(&s->side[TB_WR].wait_begin,
-							     memory_order_relaxed);
-
-			int64_t linger = tb_settings_min_limit(atomic_load_explicit(
-				&s->set, memory_order_relaxed));
-
-			if (linger <= 0)
-				linger = TB_NS_PER_S;
-			if (lastw > last)
-				last = lastw;
-			if (now - last < linger) {
-				file_at(s, now + linger);
+		case V_GIVE_UP:
+			atomic_store(&s->wd_filed_at, 0);
+			return;
+		case V_DROP:
+			if (!unfile(s))
 				return;
-			}
+			break;
 		}
-drop:
-		atomic_store(&s->wd_filed_at, 0);
-		if (atomic_load(&s->side[TB_RD].waiters) == 0 &&
-		    atomic_load(&s->side[TB_WR].waiters) == 0)
-			return;
-		w = tb_sock_word(s);
-		if (TB_ST(w) == TB_ST_FREE || TB_ST(w) == TB_ST_EXPIRED)
-			return;
 	}
 }
 
 static void drain_incoming(int64_t now)
 {
-	struct tb_sock *s = atomic_exchange(&incoming, NULL);
+	struct tb_sock *s = atomic_exchange_explicit(&incoming, NULL, memory_order_acquire);
 
 	while (s != NULL) {
-		struct tb_sock *next = s->incoming_next;
+		/* Relaxed: the exchange above (acquire) pairs with the push's release CAS. */
+		struct tb_sock *next = atomic_load_explicit(&s->incoming_next,
+							    memory_order_relaxed);
 
 		atomic_store(&s->in_incoming, false);
 		evaluate(s, now);
@@ -277,8 +332,10 @@ void tb_wd_arm(struct tb_sock *s, int64_t at)
 	if (!atomic_exchange(&s->in_incoming, true)) {
 		head = atomic_load(&incoming);
 		do {
-			s->incoming_next = head;
-		} while (!atomic_compare_exchange_weak(&incoming, &head, s));
+			atomic_store_explicit(&s->incoming_next, head, memory_order_relaxed);
+		} while (!atomic_compare_exchange_weak_explicit(&incoming, &head, s,
+								 memory_order_release,
+								 memory_order_relaxed));
 	}
 	if (__builtin_expect(!atomic_load_explicit(&started, memory_order_relaxed), 0))
 		start();
@@ -293,6 +350,7 @@ static void reset_sock(struct tb_sock *s)
 	atomic_store(&s->wd_filed_at, 0);
 	atomic_store(&s->in_incoming, false);
 	atomic_store(&s->busy, 0);
+	atomic_store(&s->log_pending, 0); /* the parent writes its own lines */
 	atomic_store(&s->side[TB_RD].waiters, 0);
 	atomic_store(&s->side[TB_WR].waiters, 0);
 }
@@ -304,5 +362,6 @@ void tb_wd_fork_child(void)
 	atomic_store(&incoming, NULL);
 	atomic_store(&next_wake, TB_NEVER);
 	heap_len = 0;
+	tb_sock_fork_child();
 	tb_sock_foreach(reset_sock);
 }

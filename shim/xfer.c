@@ -31,6 +31,7 @@ static int deliver(struct tb_sock *s, bool tell_budget)
 	uint32_t w = tb_sock_word(s);
 	bool first = !atomic_exchange(&s->delivered, true);
 
+	tb_sock_await_log(s); /* before the program sees the error, and perhaps exits on it */
 	if (first && tell_budget)
 		tb_budget_on_expired(tb_budget_here(), set, &s->dest, TB_ST_PHASE(w),
 				     atomic_load_explicit(&s->call_deadline, memory_order_relaxed));

@@ -1,0 +1,394 @@
+/* sock_expire.c - the act of expiring a governed socket: is the peer really the one
+ * stalling, which fd still names the socket, then mark, cut, and log (in that order). */
+#include "sock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sockios.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "fdtable.h"
+#include "init.h"
+#include "log.h"
+#include "real.h"
+
+/* tcpi_last_data_recv is kept in jiffies and reported in ms: allow one jiffy at HZ=100. */
+#define JIFFY_NS (10 * TB_NS_PER_MS)
+/* When a due read-side wait is not cut because data is queued, look again this soon. */
+#define QUEUED_RECHECK_NS (10 * TB_NS_PER_MS)
+
+bool tb_sock_rd_ready(int fd)
+{
+	int saved = errno;
+	char c;
+	ssize_t r = tb_real.recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	bool ready = r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+
+	errno = saved;
+	return ready;
+}
+
+/* TCP_INFO through the real getsockopt. Returns false when fd is not TCP, or when the
+ * kernel's struct is too short to hold `need` bytes (kernels before 4.1 for bytes_acked). */
+static bool tcp_info(int fd, struct tcp_info *ti, size_t need)
+{
+	socklen_t len = sizeof(*ti);
+
+	memset(ti, 0, sizeof(*ti));
+	if (tb_real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, ti, &len) < 0)
+		return false;
+	return len >= need;
+}
+
+/* fstat by system call: the watchdog looks at the program's fd, and an fstat interposed
+ * ahead of us (a sanitizer's, another preload) would see that as the program's own use
+ * of the fd, racing with its close (whose guard, `busy`, it cannot see: it sits below). */
+static int sock_stat(int fd, struct stat *st)
+{
+#ifdef SYS_fstat
+	return (int)syscall(SYS_fstat, fd, st);
+#else
+	return (int)syscall(SYS_newfstatat, fd, "", st, AT_EMPTY_PATH);
+#endif
+}
+
+/* fd's slot in the table names s. seq_cst: after the seq_cst raise of `busy`, this load
+ * and close's (exchange of the slot, then load of busy) form the Dekker pair (rule 3). */
+static bool slot_is(int fd, struct tb_sock *s)
+{
+	return fd >= 0 && fd < atomic_load_explicit(&tb_fd_cap, memory_order_relaxed) &&
+	       atomic_load(&tb_fdtab[fd]) == s;
+}
+
+/* Under `busy`: does fd still name this very socket (generation and inode)? Guards
+ * against an fd number closed behind our back (fclose, a raw syscall) and reused. */
+static bool fd_is_ours(struct tb_sock *s, uint32_t gen, int fd)
+{
+	struct stat st;
+
+	if (!slot_is(fd, s) || TB_ST_GEN(tb_sock_word(s)) != gen)
+		return false;
+	if (sock_stat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return false;
+	return (uint64_t)st.st_ino == atomic_load_explicit(&s->ino, memory_order_relaxed);
+}
+
+/*
+ * Under `busy`: an fd that names s, for the watchdog to act through. s->fd records the fd
+ * of the last wait on s through any of its fds; when that one was closed (a dup) or names
+ * something else now (a close the hooks never saw), another fd of s is searched for in the
+ * fd table. Returns the fd (and records it), or -1 when none can be verified.
+ */
+static int find_fd(struct tb_sock *s, uint32_t gen)
+{
+	int fd = atomic_load(&s->fd);
+	int hi = atomic_load_explicit(&tb_fd_hiwater, memory_order_relaxed);
+
+	if (fd_is_ours(s, gen, fd))
+		return fd;
+	for (int i = 0; i <= hi; i++) {
+		if (i == fd || tb_fd_sock(i) != s || !fd_is_ours(s, gen, i))
+			continue;
+		atomic_store(&s->fd, i);
+		return i;
+	}
+	return -1;
+}
+
+/* After find_fd failed, outside `busy`: a slot of the fd table that still points at s but
+ * names something else is stale (the fd was closed where the hooks could not see it); it
+ * is untracked, so that the object now behind that number is passed straight to libc. */
+static void forget_stale_slot(struct tb_sock *s, uint32_t gen)
+{
+	int fd = atomic_load(&s->fd);
+	struct stat st;
+
+	if (fd < 0 || tb_fd_sock(fd) != s || TB_ST_GEN(tb_sock_word(s)) != gen)
+		return;
+	if (sock_stat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	    (uint64_t)st.st_ino == atomic_load_explicit(&s->ino, memory_order_relaxed))
+		return;
+	if (tb_fd_take(fd) == s)
+		tb_sock_unref(s);
+}
+
+/*
+ * Read side, at the would-be expiry of an idle phase: did bytes arrive that the program's
+ * calls could not show? Under MSG_WAITALL (and stdio's unseen reads) the kernel moves
+ * arriving bytes straight into the caller's buffer: nothing is queued, yet the peer is
+ * talking. TCP_INFO's tcpi_last_data_recv says how long ago data last arrived; when that
+ * is clearly within the current wait, the silence restarts at that moment (taken one jiffy
+ * late: never early). Returns true, with when to look again, when the wait is not due.
+ */
+static bool rd_heard_lately(struct tb_sock *s, int fd, int64_t now, int64_t *recheck)
+{
+	struct tb_side_state *sd = &s->side[TB_RD];
+	int64_t begin = atomic_load_explicit(&sd->wait_begin, memory_order_relaxed);
+	struct tb_expiry e;
+	struct tcp_info ti;
+	int64_t quiet;
+
+	if (!tcp_info(fd, &ti, offsetof(struct tcp_info, tcpi_last_data_recv) +
+				      sizeof(ti.tcpi_last_data_recv)))
+		return false;
+	quiet = (int64_t)ti.tcpi_last_data_recv * TB_NS_PER_MS;
+	if (quiet + JIFFY_NS >= now - begin)
+		return false; /* the last data came before this wait began */
+	quiet = quiet > JIFFY_NS ? quiet - JIFFY_NS : 0;
+	atomic_store_explicit(&sd->idle_ns, 0, memory_order_relaxed);
+	atomic_store_explicit(&sd->wait_begin, now - quiet, memory_order_relaxed);
+	e = tb_sock_expiry(s, TB_RD);
+	if (e.at <= now)
+		return false;
+	atomic_store_explicit(&sd->expiry, e.at, memory_order_relaxed);
+	*recheck = e.at;
+	return true;
+}
+
+/* Where the peer's acceptance of our bytes stands: TCP_INFO's bytes acknowledged, or, for
+ * a stream that is not TCP (AF_UNIX), the unsent queue. Returns false when neither works. */
+static bool wr_position(int fd, uint64_t *pos)
+{
+	struct tcp_info ti;
+	int q = 0;
+
+	if (tcp_info(fd, &ti, offsetof(struct tcp_info, tcpi_bytes_acked) +
+				      sizeof(ti.tcpi_bytes_acked))) {
+		*pos = ti.tcpi_bytes_acked;
+		return true;
+	}
+	if (tb_real.ioctl(fd, SIOCOUTQ, &q) < 0)
+		return false;
+	*pos = (uint64_t)(unsigned)q;
+	return true;
+}
+
+/*
+ * One look at how far the peer has accepted our bytes, through fd: notes when it moved.
+ * A blocked sender refills its buffer to the same level after every drain, so the queue
+ * level says nothing; the count of bytes acknowledged only grows while the peer reads.
+ * The first look of a wait takes the wait's start as the last movement. Returns false when
+ * the look failed.
+ */
+static bool look_acked(struct tb_sock *s, int fd, int64_t now)
+{
+	int64_t begin = atomic_load_explicit(&s->side[TB_WR].wait_begin, memory_order_relaxed);
+	uint64_t pos;
+
+	if (!wr_position(fd, &pos))
+		return false;
+	if (atomic_load_explicit(&s->wr_seen_at, memory_order_relaxed) < begin)
+		atomic_store_explicit(&s->wr_moved_at, begin, memory_order_relaxed);
+	else if (pos != atomic_load_explicit(&s->wr_seen, memory_order_relaxed))
+		atomic_store_explicit(&s->wr_moved_at, now, memory_order_relaxed);
+	atomic_store_explicit(&s->wr_seen, pos, memory_order_relaxed);
+	atomic_store_explicit(&s->wr_seen_at, now, memory_order_relaxed);
+	return true;
+}
+
+static int64_t look_period(const struct tb_settings *set)
+{
+	return set->write_ns / 8 > TB_NS_PER_MS ? set->write_ns / 8 : TB_NS_PER_MS;
+}
+
+int64_t tb_sock_sample_acked(struct tb_sock *s, int64_t now)
+{
+	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
+
+	/* No `busy` here: the look only reads, and a stale fd can at worst make the watchdog
+	 * believe the send progressed and give it one more period. */
+	look_acked(s, atomic_load(&s->fd), now);
+	return tb_at_after(now, look_period(set));
+}
+
+/* Write side, under `busy`, at the expiry: did the peer accept bytes within the last
+ * write_timeout? Then the send is draining: not cut, looked at again when the limit would
+ * pass since that movement. Without an earlier look in this wait, look again one period
+ * later. */
+static bool write_progressing(struct tb_sock *s, int fd, int64_t now, int64_t *recheck)
+{
+	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
+	int64_t begin = atomic_load_explicit(&s->side[TB_WR].wait_begin, memory_order_relaxed);
+	bool first = atomic_load_explicit(&s->wr_seen_at, memory_order_relaxed) < begin;
+	int64_t moved;
+
+	if (!look_acked(s, fd, now))
+		return false;
+	if (first) {
+		*recheck = tb_at_after(now, look_period(set));
+		return true;
+	}
+	moved = atomic_load_explicit(&s->wr_moved_at, memory_order_relaxed);
+	if (tb_at_after(moved, set->write_ns) > now) {
+		*recheck = tb_at_after(moved, set->write_ns);
+		return true;
+	}
+	return false;
+}
+
+/* What the log line reports: the silence (or time) that exceeded the limit. */
+static void measure(struct tb_sock *s, enum tb_side side, enum tb_phase phase, int64_t now,
+		    int64_t *elapsed, int64_t *limit)
+{
+	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
+
+	switch (phase) {
+	case TB_PHASE_CONNECT:
+		*elapsed = now - atomic_load_explicit(&s->connect_start, memory_order_relaxed);
+		break;
+	case TB_PHASE_DEADLINE:
+		*elapsed = now - atomic_load_explicit(&s->call_start, memory_order_relaxed);
+		*limit = atomic_load_explicit(&s->call_deadline, memory_order_relaxed) -
+			 atomic_load_explicit(&s->call_start, memory_order_relaxed);
+		return;
+	default: {
+		struct tb_idle c = {
+			atomic_load_explicit(&s->side[side].idle_ns, memory_order_relaxed),
+			atomic_load_explicit(&s->side[side].wait_begin, memory_order_relaxed),
+		};
+
+		*elapsed = tb_idle_silence(&c, true, now);
+		/* A blocked send's stall is counted from the peer's last acceptance, when seen. */
+		if (phase == TB_PHASE_WRITE &&
+		    atomic_load_explicit(&s->wr_seen_at, memory_order_relaxed) >= c.wait_begin)
+			*elapsed = now - atomic_load_explicit(&s->wr_moved_at, memory_order_relaxed);
+		break;
+	}
+	}
+	*limit = tb_settings_phase_limit(set, phase);
+}
+
+/* Moves the socket (generation gen) to EXPIRED for phase; true when this call did it. */
+static bool claim_expiry(struct tb_sock *s, uint32_t gen, enum tb_phase phase)
+{
+	uint32_t w = tb_sock_word(s);
+
+	if (TB_ST_GEN(w) != gen || TB_ST(w) == TB_ST_EXPIRED || TB_ST(w) == TB_ST_FREE)
+		return false;
+	return atomic_compare_exchange_strong(&s->state, &w,
+					      (w & ~0xffu) | (uint32_t)phase << 4 |
+						      TB_ST_EXPIRED);
+}
+
+/* SHUT_RDWR wakes every waiter: a blocked recv returns 0, poll reports POLLHUP, a connect to
+ * a silent peer returns. The fd stays open until the program closes it, and nothing the
+ * peer sends later can be read through it. */
+static void cut(int fd)
+{
+	shutdown(fd, SHUT_RDWR);
+}
+
+/* Raises `busy`: from here until drop_busy, close() of any fd of s waits before it gives
+ * the number back to the kernel. Dekker with tb_fd_take + quiesce in close: either close
+ * sees busy and waits, or we see its slot already cleared (fd_is_ours fails). The seq_cst
+ * read-modify-write orders the raise before slot_is's seq_cst load (no fence: ThreadSanitizer
+ * does not model fences). */
+static void take_busy(struct tb_sock *s)
+{
+	atomic_fetch_add(&s->busy, 1);
+}
+
+static void drop_busy(struct tb_sock *s)
+{
+	atomic_fetch_sub(&s->busy, 1);
+}
+
+bool tb_sock_mark_expired(struct tb_sock *s, uint32_t gen, enum tb_phase phase, int fd)
+{
+	bool done = false;
+
+	take_busy(s);
+	if (fd_is_ours(s, gen, fd) && claim_expiry(s, gen, phase)) {
+		cut(fd);
+		done = true;
+	}
+	drop_busy(s);
+	return done;
+}
+
+#define LOG_AWAIT_NS (20 * TB_NS_PER_MS)
+
+void tb_sock_await_log(struct tb_sock *s)
+{
+	int saved = errno;
+	int64_t until;
+
+	if (atomic_load_explicit(&s->log_pending, memory_order_acquire) == 0)
+		return;
+	until = tb_now() + LOG_AWAIT_NS;
+	while (atomic_load_explicit(&s->log_pending, memory_order_acquire) != 0 &&
+	       tb_now() < until) {
+		struct timespec ts = { 0, 50 * 1000 };
+
+		nanosleep(&ts, NULL);
+	}
+	errno = saved;
+}
+
+int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_phase phase,
+		   int fd, bool own_fd, int64_t now, int64_t *recheck)
+{
+	int saved = errno;
+	int rc = -1;
+
+	take_busy(s);
+	if (own_fd ? !fd_is_ours(s, gen, fd) : (fd = find_fd(s, gen)) < 0) {
+		rc = own_fd ? -1 : -2;
+		goto out;
+	}
+	if (side == TB_RD && phase != TB_PHASE_CONNECT && tb_sock_rd_ready(fd)) {
+		*recheck = tb_at_after(now, QUEUED_RECHECK_NS); /* the waiter is about to wake */
+		rc = 0;
+		goto out;
+	}
+	if (side == TB_RD && (phase == TB_PHASE_READ || phase == TB_PHASE_FIRST_BYTE) &&
+	    rd_heard_lately(s, fd, now, recheck)) {
+		rc = 0;
+		goto out;
+	}
+	if (side == TB_WR && phase == TB_PHASE_WRITE && !own_fd &&
+	    write_progressing(s, fd, now, recheck)) {
+		rc = 0;
+		goto out;
+	}
+	if (!claim_expiry(s, gen, phase))
+		goto out;
+	/* The line is taken now: once shut down, the waiter wakes and folds its wait into
+	 * idle_ns, and once busy drops the socket may be closed and reused. */
+	measure(s, side, phase, now, &s->note.elapsed, &s->note.limit);
+	s->note.dest = s->dest;
+	s->note.fd = fd;
+	s->note.tid = own_fd ? tb_tid() : atomic_load_explicit(&s->waiter_tid,
+							       memory_order_relaxed);
+	s->note.phase = phase;
+	atomic_store_explicit(&s->log_pending, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&tb_expiries[phase], 1, memory_order_relaxed);
+	cut(fd);
+	rc = 1;
+out:
+	drop_busy(s);
+	if (rc == 1) {
+		/* After the cut and outside `busy`: a log sink that blocks (a full pipe, a stalled
+		 * syslog) must neither delay the cut nor hold up close() of this socket. The woken
+		 * thread waits a little for the line before it reports the error (it might exit on
+		 * it): tb_sock_await_log. */
+		tb_log_timeout(s->note.phase, &s->note.dest, s->note.fd, s->note.elapsed,
+			       s->note.limit, s->note.tid);
+		atomic_store_explicit(&s->log_pending, 0, memory_order_release);
+	} else if (rc == -2) {
+		forget_stale_slot(s, gen);
+	}
+	errno = saved;
+	return rc;
+}

@@ -1,0 +1,384 @@
+/* test_sock.c - the runtime core of an expiry against a fake tb_real and a simulated clock:
+ * when a due wait is cut, when it is not (bytes arriving unseen, a send still draining),
+ * which fd it is cut through, and that the watchdog never loops on a socket it cannot act on.
+ * Links sock.o, sock_expire.o and fdtable.o; includes watchdog.c to reach its steps. The
+ * sockets are real socketpairs (identity is checked with fstat); their TCP_INFO is faked. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <linux/sockios.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fdtable.h"
+#include "gates.h"
+#include "init.h"
+#include "log.h"
+#include "real.h"
+#include "sock.h"
+#include "unit.h"
+
+/* The watchdog's steps (evaluate, next_look, side_next) are static: test them in place.
+ * Its thread is never started (`started` is set in setup). */
+#include "../../shim/watchdog.c"
+
+/* ---- fakes: tb_real, the log, the gates, the thread id ---------------------------------- */
+
+static struct {
+	bool tcp;                 /* getsockopt(TCP_INFO) succeeds */
+	uint32_t last_data_recv;  /* ms */
+	uint64_t bytes_acked;
+	int logged;
+	int64_t logged_elapsed;
+	bool shut_when_logged;    /* the socket was already cut when its line was written */
+	int peer;                 /* the other end of the socket under test */
+} fake;
+
+static int fake_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	struct tcp_info ti;
+
+	(void)fd;
+	if (!fake.tcp || level != IPPROTO_TCP || name != TCP_INFO) {
+		errno = EOPNOTSUPP;
+		return -1;
+	}
+	memset(&ti, 0, sizeof(ti));
+	ti.tcpi_last_data_recv = fake.last_data_recv;
+	ti.tcpi_bytes_acked = fake.bytes_acked;
+	if (*len > sizeof(ti))
+		*len = sizeof(ti);
+	memcpy(val, &ti, *len);
+	return 0;
+}
+
+struct tb_real tb_real;
+
+void tb_log_timeout(enum tb_phase phase, const struct tb_dest *d, int fd, int64_t elapsed_ns,
+		    int64_t limit_ns, int tid)
+{
+	char c;
+
+	(void)phase, (void)d, (void)fd, (void)limit_ns, (void)tid;
+	fake.logged++;
+	fake.logged_elapsed = elapsed_ns;
+	/* A shut-down socket reads EOF at the peer at once. */
+	fake.shut_when_logged = recv(fake.peer, &c, 1, MSG_DONTWAIT) == 0;
+}
+
+void tb_log_error(const char *body)
+{
+	(void)body;
+}
+
+void tb_gates_release(struct tb_gate *g, int slot_fd)
+{
+	(void)g, (void)slot_fd;
+}
+
+int tb_tid(void)
+{
+	return 4242;
+}
+
+/* ---- fixtures ------------------------------------------------------------------------- */
+
+static struct tb_settings set;
+
+struct pair {
+	struct tb_sock *s;
+	int fd, peer;
+};
+
+static uint64_t ino_of(int fd)
+{
+	struct stat st;
+
+	assert_int_equal(fstat(fd, &st), 0);
+	return (uint64_t)st.st_ino;
+}
+
+/* A governed socket, OPEN, tracked at its fd, with its peer. */
+static struct pair open_pair(void)
+{
+	struct tb_dest d = dest_v4("127.0.0.1", 80);
+	struct pair p;
+	int sv[2];
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	p.fd = sv[0];
+	p.peer = sv[1];
+	p.s = tb_sock_new(p.fd, &set, &d, ino_of(p.fd), false, T0);
+	assert_non_null(p.s);
+	assert_true(tb_fd_set(p.fd, p.s));
+	tb_sock_set_open(p.s);
+	fake.peer = p.peer;
+	return p;
+}
+
+static void close_pair(struct pair *p)
+{
+	if (tb_fd_take(p->fd) == p->s)
+		tb_sock_unref(p->s);
+	close(p->fd);
+	close(p->peer);
+}
+
+static bool was_cut(struct pair *p)
+{
+	char c;
+
+	return recv(p->peer, &c, 1, MSG_DONTWAIT) == 0;
+}
+
+static uint32_t gen_of(struct tb_sock *s)
+{
+	return TB_ST_GEN(tb_sock_word(s));
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	memset(&fake, 0, sizeof(fake));
+	tb_settings_init(&set);
+	set.read_ns = 1 * S;
+	set.first_byte_ns = 1 * S;
+	set.write_ns = 800 * MS;
+	tb_real.recv = recv;
+	tb_real.ioctl = ioctl;
+	tb_real.getsockopt = fake_getsockopt;
+	atomic_store(&started, 1); /* no watchdog thread: the tests drive its steps */
+	assert_int_equal(tb_fdtable_init(), 0);
+	return 0;
+}
+
+/* ---- expiries computed from the settings ------------------------------------------------ */
+
+/* 2562047h (the largest duration) from a clock past 47 minutes must not wrap into the past. */
+static void test_largest_connect_timeout_never_expires(void **state)
+{
+	struct tb_dest d = dest_v4("127.0.0.1", 80);
+	struct tb_sock *s;
+	struct tb_expiry e;
+
+	(void)state;
+	set.connect_ns = INT64_C(2562047) * 3600 * S;
+	s = tb_sock_new(-1, &set, &d, 1, false, 3000 * S);
+	e = tb_sock_expiry(s, TB_WR);
+	assert_true(e.at == TB_NEVER);
+	assert_true(tb_at_after(TB_NEVER - 5, 10) == TB_NEVER);
+	assert_true(tb_at_after(T0, 10) == T0 + 10);
+	tb_sock_unref(s);
+}
+
+/* Two threads read one socket; a byte for one of them restarts the other's silence. */
+static void test_bytes_for_one_reader_restart_the_others_silence(void **state)
+{
+	struct pair p = open_pair();
+	uint32_t gen = gen_of(p.s);
+
+	(void)state;
+	tb_sock_wait_begin(p.s, TB_RD, p.fd, T0);
+	tb_sock_wait_begin(p.s, TB_RD, p.fd, T0 + 10 * MS);
+	tb_sock_wait_end(p.s, TB_RD, T0 + 900 * MS, true, gen);
+	assert_true(tb_sock_expiry(p.s, TB_RD).at == T0 + 1900 * MS);
+	tb_sock_wait_end(p.s, TB_RD, T0 + 1000 * MS, false, gen);
+	close_pair(&p);
+}
+
+/* ---- the read side ---------------------------------------------------------------------- */
+
+/* MSG_WAITALL: nothing queued, but TCP_INFO says data arrived 100 ms ago: not cut; the
+ * silence restarts then (one jiffy late, never early). */
+static void test_waitall_bytes_arriving_are_progress(void **state)
+{
+	struct pair p = open_pair();
+	int64_t recheck = 0, now = T0 + 1 * S;
+
+	(void)state;
+	fake.tcp = true;
+	fake.last_data_recv = 100;
+	tb_sock_wait_begin(p.s, TB_RD, p.fd, T0);
+	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_RD, TB_PHASE_FIRST_BYTE, -1, false,
+					now, &recheck), 0);
+	assert_false(was_cut(&p));
+	assert_true(recheck >= now - 100 * MS + 1 * S);
+	assert_true(recheck <= now - 100 * MS + 1 * S + 20 * MS);
+	/* The peer then falls silent: cut at the recheck, and the line says one limit. */
+	fake.last_data_recv = (uint32_t)((recheck - now) / MS) + 100;
+	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_RD, TB_PHASE_FIRST_BYTE, -1, false,
+					recheck, &recheck), 1);
+	assert_true(was_cut(&p));
+	assert_int_equal(fake.logged, 1);
+	assert_true(fake.logged_elapsed >= 1 * S && fake.logged_elapsed < 1 * S + 20 * MS);
+	close_pair(&p);
+}
+
+/* Data that arrived before the wait began is no progress: cut at once, not one jiffy later. */
+static void test_data_before_the_wait_does_not_delay_the_cut(void **state)
+{
+	struct pair p = open_pair();
+	int64_t recheck = 0;
+
+	(void)state;
+	fake.tcp = true;
+	fake.last_data_recv = 1003; /* the wait began 1000 ms ago */
+	tb_sock_wait_begin(p.s, TB_RD, p.fd, T0);
+	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_RD, TB_PHASE_READ, -1, false,
+					T0 + 1 * S, &recheck), 1);
+	assert_true(was_cut(&p));
+	close_pair(&p);
+}
+
+/* Data queued: a slow program is not a slow peer. */
+static void test_queued_data_is_not_cut(void **state)
+{
+	struct pair p = open_pair();
+	int64_t recheck = 0;
+
+	(void)state;
+	assert_int_equal(write(p.peer, "x", 1), 1);
+	tb_sock_wait_begin(p.s, TB_RD, p.fd, T0);
+	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_RD, TB_PHASE_READ, -1, false,
+					T0 + 1 * S, &recheck), 0);
+	assert_int_equal(TB_ST(tb_sock_word(p.s)), TB_ST_OPEN);
+	close_pair(&p);
+}
+
+/* ---- the write side --------------------------------------------------------------------- */
+
+/* A blocked sender whose peer keeps acknowledging is draining, however full its buffer;
+ * once the count stops, the cut comes write_timeout after its last movement. */
+static void test_bytes_acked_decide_write_progress(void **state)
+{
+	struct pair p = open_pair();
+	int64_t recheck = 0, look;
+
+	(void)state;
+	fake.tcp = true;
+	fake.bytes_acked = 1000;
+	tb_sock_wait_begin(p.s, TB_WR, p.fd, T0);
+	look = tb_sock_sample_acked(p.s, T0 + 100 * MS);
+	assert_true(look == T0 + 200 * MS);
+	fake.bytes_acked = 65000;
+	tb_sock_sample_acked(p.s, T0 + 700 * MS);
+	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_WR, TB_PHASE_WRITE, -1, false,
+					T0 + 800 * MS, &recheck), 0);
+	assert_true(recheck == T0 + 1500 * MS);
+	/* Stuck from here on. */
+	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_WR, TB_PHASE_WRITE, -1, false,
+					T0 + 1500 * MS, &recheck), 1);
+	assert_true(fake.logged_elapsed == 800 * MS);
+	close_pair(&p);
+}
+
+/* ---- which fd, and when none -------------------------------------------------------------- */
+
+/* The recorded fd is a dup that was closed: the cut goes through the socket's other fd. */
+static void test_closed_dup_cut_through_the_other_fd(void **state)
+{
+	struct pair p = open_pair();
+	int64_t recheck = 0;
+	int d = dup(p.fd);
+
+	(void)state;
+	tb_sock_ref(p.s);
+	assert_true(tb_fd_set(d, p.s));
+	tb_sock_wait_begin(p.s, TB_RD, p.fd, T0);
+	tb_sock_wait_begin(p.s, TB_RD, d, T0 + 50 * MS);
+	tb_sock_wait_end(p.s, TB_RD, T0 + 150 * MS, false, gen_of(p.s));
+	assert_true(tb_fd_take(d) == p.s);
+	tb_sock_unref(p.s);
+	close(d);
+	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_RD, TB_PHASE_FIRST_BYTE, -1, false,
+					T0 + 1 * S, &recheck), 1);
+	assert_true(was_cut(&p));
+	assert_int_equal(atomic_load(&p.s->fd), p.fd);
+	close_pair(&p);
+}
+
+/* The socket's number now names a pipe (closed where the hooks could not see it): nothing
+ * to act through. The watchdog gives the socket up in one step and untracks the slot. */
+static void test_unverifiable_socket_is_given_up_not_looped(void **state)
+{
+	struct pair p = open_pair();
+	int pfd[2], fd = p.fd;
+	struct tb_sock *s = p.s;
+
+	(void)state;
+	close(p.fd); /* unseen by the table */
+	assert_int_equal(pipe(pfd), 0);
+	assert_int_equal(pfd[0], fd);
+	tb_sock_wait_begin(s, TB_RD, fd, T0);
+	atomic_store(&s->side[TB_RD].expiry, T0 + 1 * S);
+	heap_len = 0;
+	evaluate(s, T0 + 1 * S);
+	assert_int_equal(atomic_load(&s->wd_filed_at), 0);
+	assert_int_equal(heap_len, 0);
+	assert_null(tb_fd_sock(fd));
+	assert_int_equal(fake.logged, 0);
+	close(pfd[0]);
+	close(pfd[1]);
+	close(p.peer);
+}
+
+/* A thread's own expiry through an fd another thread just closed: no cut, no claim. */
+static void test_own_fd_no_longer_ours_is_not_cut(void **state)
+{
+	struct pair p = open_pair();
+	int64_t recheck = 0;
+
+	(void)state;
+	assert_true(tb_fd_take(p.fd) == p.s);
+	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_RD, TB_PHASE_DEADLINE, p.fd, true,
+					T0 + 1 * S, &recheck), -1);
+	assert_false(was_cut(&p));
+	assert_int_equal(TB_ST(tb_sock_word(p.s)), TB_ST_OPEN);
+	tb_sock_unref(p.s);
+	close(p.fd);
+	close(p.peer);
+}
+
+/* The line is written after the cut, with `busy` down: a blocked log cannot hold either. */
+static void test_log_line_after_the_cut(void **state)
+{
+	struct pair p = open_pair();
+	int64_t recheck = 0;
+
+	(void)state;
+	tb_sock_wait_begin(p.s, TB_RD, p.fd, T0);
+	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_RD, TB_PHASE_READ, -1, false,
+					T0 + 1 * S, &recheck), 1);
+	assert_int_equal(fake.logged, 1);
+	assert_true(fake.shut_when_logged);
+	assert_int_equal(atomic_load(&p.s->busy), 0);
+	assert_int_equal(atomic_load(&p.s->log_pending), 0);
+	close_pair(&p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_largest_connect_timeout_never_expires, setup),
+		cmocka_unit_test_setup(test_bytes_for_one_reader_restart_the_others_silence, setup),
+		cmocka_unit_test_setup(test_waitall_bytes_arriving_are_progress, setup),
+		cmocka_unit_test_setup(test_data_before_the_wait_does_not_delay_the_cut, setup),
+		cmocka_unit_test_setup(test_queued_data_is_not_cut, setup),
+		cmocka_unit_test_setup(test_bytes_acked_decide_write_progress, setup),
+		cmocka_unit_test_setup(test_closed_dup_cut_through_the_other_fd, setup),
+		cmocka_unit_test_setup(test_unverifiable_socket_is_given_up_not_looped, setup),
+		cmocka_unit_test_setup(test_own_fd_no_longer_ours_is_not_cut, setup),
+		cmocka_unit_test_setup(test_log_line_after_the_cut, setup),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
