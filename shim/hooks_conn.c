@@ -17,6 +17,7 @@
 #include "sock.h"
 #include "waits.h"
 #include "stale.h"
+#include "watchdog.h"
 #include "xfer.h"
 
 /* A slot still set for a new fd means its previous socket was closed where we could not
@@ -51,7 +52,7 @@ static const struct tb_settings *governable(int fd, const struct sockaddr *sa, s
 		return NULL;
 	if (tb_real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_STREAM)
 		return NULL;
-	if (fstat(fd, &st) < 0)
+	if (tb_fstat_raw(fd, &st) < 0)
 		return NULL;
 	fl = tb_real.fcntl(fd, F_GETFL);
 	if (fl < 0)
@@ -178,6 +179,8 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len, ui
 	if (gate != NULL)
 		tb_sock_hold_slot(s, gate, slot_fd);
 	tb_sock_set_call(s, start, deadline);
+	/* Now rather than at the first wait, which may come inside a signal handler. */
+	tb_wd_start();
 	return connect_marked(s, fd, sa, len, saved, sp);
 }
 
@@ -187,7 +190,7 @@ static bool same_socket(struct tb_sock *s, int fd)
 {
 	struct stat st;
 
-	return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	return tb_fstat_raw(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
 	       (uint64_t)st.st_ino == atomic_load_explicit(&s->ino, memory_order_relaxed);
 }
 

@@ -9,7 +9,6 @@
 #include "fdtable.h"
 #include "hooks.h"
 #include "real.h"
-#include "stale.h"
 #include "xfer.h"
 
 /* glibc's fortify failure handler; aborts with "buffer overflow detected". */
@@ -70,7 +69,7 @@ TB_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 		x_.sigpipe = true;                                                          \
 		r_ = (send_call);                                                           \
 		if (TB_UNLIKELY(r_ < 0 && errno == ENOTSOCK)) {                             \
-			tb_stale_abandon(&x_);                                              \
+			tb_xfer_abandon_stale(&x_);                                              \
 			return (own_call);                                                  \
 		}                                                                           \
 		return tb_xfer_end(&x_, r_);                                                \

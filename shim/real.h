@@ -11,6 +11,10 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 struct tb_real {
 	ssize_t (*read)(int, void *, size_t);
@@ -64,5 +68,20 @@ extern struct tb_real tb_real;
  * would forward to itself forever. Never aborts the host.
  */
 int tb_real_bind(void);
+
+/*
+ * fstat by system call, for the identity checks (does this fd still name that socket?).
+ * They look at the program's fd, perhaps while another thread closes it: an fstat
+ * interposed ahead of us (a sanitizer's, another preload) would take that for the
+ * program's own use of the fd racing with its close, whose guard it cannot see.
+ */
+static inline int tb_fstat_raw(int fd, struct stat *st)
+{
+#ifdef SYS_fstat
+	return (int)syscall(SYS_fstat, fd, st);
+#else
+	return (int)syscall(SYS_newfstatat, fd, "", st, AT_EMPTY_PATH);
+#endif
+}
 
 #endif

@@ -51,18 +51,6 @@ static bool tcp_info(int fd, struct tcp_info *ti, size_t need)
 	return len >= need;
 }
 
-/* fstat by system call: the watchdog looks at the program's fd, and an fstat interposed
- * ahead of us (a sanitizer's, another preload) would see that as the program's own use
- * of the fd, racing with its close (whose guard, `busy`, it cannot see: it sits below). */
-static int sock_stat(int fd, struct stat *st)
-{
-#ifdef SYS_fstat
-	return (int)syscall(SYS_fstat, fd, st);
-#else
-	return (int)syscall(SYS_newfstatat, fd, "", st, AT_EMPTY_PATH);
-#endif
-}
-
 /* fd's slot in the table names s. seq_cst: after the seq_cst raise of `busy`, this load
  * and close's (exchange of the slot, then load of busy) form the Dekker pair (rule 3). */
 static bool slot_is(int fd, struct tb_sock *s)
@@ -79,7 +67,7 @@ static bool fd_is_ours(struct tb_sock *s, uint32_t gen, int fd)
 
 	if (!slot_is(fd, s) || TB_ST_GEN(tb_sock_word(s)) != gen)
 		return false;
-	if (sock_stat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+	if (tb_fstat_raw(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
 		return false;
 	return (uint64_t)st.st_ino == atomic_load_explicit(&s->ino, memory_order_relaxed);
 }
@@ -116,7 +104,7 @@ static void forget_stale_slot(struct tb_sock *s, uint32_t gen)
 
 	if (fd < 0 || tb_fd_sock(fd) != s || TB_ST_GEN(tb_sock_word(s)) != gen)
 		return;
-	if (sock_stat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	if (tb_fstat_raw(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
 	    (uint64_t)st.st_ino == atomic_load_explicit(&s->ino, memory_order_relaxed))
 		return;
 	if (tb_fd_take(fd) == s)

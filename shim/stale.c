@@ -10,11 +10,9 @@
 #include "gate.h"
 #include "sock.h"
 #include "thread.h"
-#include "xfer.h"
+#include "real.h"
 
-/* fd no longer names s: untrack it if it still points at s. A vfork child sees its own fd
- * table through its parent's slots; what differs there says nothing about the parent's. */
-static void drop(int fd, struct tb_sock *s)
+void tb_stale_drop(int fd, struct tb_sock *s)
 {
 	if (tb_foreign_process())
 		return;
@@ -26,28 +24,13 @@ bool tb_stale_check(int fd, struct tb_sock *s)
 {
 	int saved = errno;
 	struct stat st;
-	bool ours = fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	bool ours = tb_fstat_raw(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
 		    (uint64_t)st.st_ino == atomic_load_explicit(&s->ino, memory_order_relaxed);
 
 	if (!ours)
-		drop(fd, s);
+		tb_stale_drop(fd, s);
 	errno = saved;
 	return ours;
-}
-
-void tb_stale_abandon(struct tb_xfer *x)
-{
-	struct tb_sock *s = x->s;
-
-	/* The wait began on s; end it before s can go back to the pool. The budget is not
-	 * told: nothing was attempted on the socket. */
-	if (s != NULL && TB_ST_GEN(tb_sock_word(s)) == x->gen) {
-		if (x->waited)
-			tb_sock_wait_end(s, x->side, tb_now(), false, x->gen);
-		drop(x->fd, s);
-	}
-	x->s = NULL;
-	errno = x->saved_errno;
 }
 
 void tb_stale_sweep_gate(struct tb_gate *g)

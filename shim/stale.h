@@ -7,7 +7,6 @@
 
 struct tb_gate;
 struct tb_sock;
-struct tb_xfer;
 
 /*
  * Does fd still name socket s? One fstat: the same socket inode. When it does not, fd is
@@ -17,12 +16,10 @@ struct tb_xfer;
  */
 bool tb_stale_check(int fd, struct tb_sock *s);
 
-/*
- * A transfer begun on x->fd found the fd is no socket at all (a send standing in for the
- * program's write failed with ENOTSOCK): the slot is stale. Ends the transfer's wait, drops
- * the slot, and restores the caller's errno, so the hook can make the program's own call.
- */
-void tb_stale_abandon(struct tb_xfer *x);
+/* fd no longer names s: untracks it if it still points at s (a concurrent close or connect
+ * that changed the slot first wins). A vfork child changes nothing: it sees its own fd
+ * table through its parent's slots, and what differs there says nothing about the parent's. */
+void tb_stale_drop(int fd, struct tb_sock *s);
 
 /*
  * Before a connect waits at gate g: when g (this process's own gate) is full, checks every

@@ -296,12 +296,14 @@ static void *wd_main(void *arg)
 	return NULL;
 }
 
-static void start(void)
+void tb_wd_start(void)
 {
 	pthread_attr_t attr;
 	pthread_t tid;
 	sigset_t all, old;
 
+	if (atomic_load(&started))
+		return;
 	pthread_mutex_lock(&start_lock);
 	if (atomic_load(&started))
 		goto out;
@@ -338,7 +340,7 @@ void tb_wd_arm(struct tb_sock *s, int64_t at)
 								 memory_order_relaxed));
 	}
 	if (__builtin_expect(!atomic_load_explicit(&started, memory_order_relaxed), 0))
-		start();
+		tb_wd_start();
 	if (at < atomic_load(&next_wake)) {
 		atomic_fetch_add(&futex_word, 1);
 		syscall(SYS_futex, &futex_word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);

@@ -15,6 +15,13 @@ struct tb_sock;
  */
 void tb_wd_arm(struct tb_sock *s, int64_t at);
 
+/*
+ * Starts the thread unless it runs. Called by connect when a socket becomes governed, so
+ * that the first wait - perhaps in a signal handler, where pthread_create is not safe -
+ * finds it running. Not async-signal-safe itself (a mutex, pthread_create).
+ */
+void tb_wd_start(void);
+
 /* In a forked child: the thread did not survive fork; forget its queues (see init.c). */
 void tb_wd_fork_child(void);
 

@@ -13,6 +13,7 @@
 #include "hooks.h"
 #include "log.h"
 #include "real.h"
+#include "stale.h"
 #include "waits.h"
 #include "thread.h"
 
@@ -72,20 +73,6 @@ void tb_xfer_confirm_open(struct tb_sock *s, int fd)
 	errno = saved;
 }
 
-/* An EXPIRED slot may be stale: the program closed the fd where we could not see it
- * (glibc's fclose, a raw syscall) and the number now names something else. */
-static bool still_ours(struct tb_sock *s, int fd)
-{
-	struct stat st;
-
-	if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
-	    (uint64_t)st.st_ino == atomic_load_explicit(&s->ino, memory_order_relaxed))
-		return true;
-	if (tb_fd_take(fd) == s)
-		tb_sock_unref(s);
-	return false;
-}
-
 int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side side,
 		  bool dontwait)
 {
@@ -104,7 +91,9 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
 	x->sigpipe = false;
 	x->saved_errno = errno;
 	if (TB_UNLIKELY(TB_ST(w) == TB_ST_EXPIRED)) {
-		if (!still_ours(s, fd)) {
+		/* An EXPIRED slot may be stale: the program closed the fd where we could not
+		 * see it and the number now names something else. */
+		if (!tb_stale_check(fd, s)) {
 			x->s = NULL;
 			errno = x->saved_errno;
 			return 0;
@@ -188,4 +177,19 @@ ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r)
 		raise(SIGPIPE);
 	errno = err;
 	return r;
+}
+
+void tb_xfer_abandon_stale(struct tb_xfer *x)
+{
+	struct tb_sock *s = x->s;
+
+	/* The wait began on s; end it before s can go back to the pool. The budget is not
+	 * told: nothing was attempted on the socket. */
+	if (s != NULL && TB_ST_GEN(tb_sock_word(s)) == x->gen) {
+		if (x->waited)
+			tb_sock_wait_end(s, x->side, tb_now(), false, x->gen);
+		tb_stale_drop(x->fd, s);
+	}
+	x->s = NULL;
+	errno = x->saved_errno;
 }

@@ -53,4 +53,11 @@ int tb_xfer_refuse(struct tb_sock *s, int fd, int step, int64_t now);
  * becomes OPEN. One system call, made only while the socket is CONNECTING. errno kept. */
 void tb_xfer_confirm_open(struct tb_sock *s, int fd);
 
+/*
+ * A transfer begun on x->fd found the fd is no socket at all (a send standing in for the
+ * program's write failed with ENOTSOCK): the slot is stale. Ends the transfer's wait, drops
+ * the slot, and restores the caller's errno, so the hook can make the program's own call.
+ */
+void tb_xfer_abandon_stale(struct tb_xfer *x);
+
 #endif

@@ -1,0 +1,76 @@
+/* wd_start_in_handler.c - the watchdog thread was started by the first wait, which may run
+ * inside a signal handler.
+ *
+ * What happened: the expiry thread was created lazily by the first governed wait of the
+ * process. A program whose first blocking read on a governed socket happens in a signal
+ * handler (a SIGIO- or timer-driven poller) then called pthread_create from the handler -
+ * not async-signal-safe: it takes the thread-stack cache lock and allocates, and deadlocks
+ * when the interrupted code holds either. The sequence: connect a governed socket (read
+ * timeout 1 s) and, before any wait, count the process's threads: the watchdog must already
+ * run; then a read in a SIGALRM handler against a silent peer is cut at its limit.
+ */
+#include <dirent.h>
+#include <signal.h>
+#include <sys/time.h>
+
+#include "regress.h"
+
+static int fd;
+static volatile ssize_t handler_r;
+static volatile int handler_errno;
+
+static int threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	TBR_CHECK(d != NULL, "opendir: %s", strerror(errno));
+	while ((e = readdir(d)) != NULL)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+static void on_alarm(int sig)
+{
+	char c;
+
+	(void)sig;
+	handler_r = read(fd, &c, 1);
+	handler_errno = errno;
+}
+
+int main(int argc, char **argv)
+{
+	struct sigaction sa = { .sa_handler = on_alarm };
+	struct itimerval it = { .it_value = { 0, 1000 } };
+	sigset_t alrm, none;
+	int port, lfd, before;
+	double t0, ms;
+
+	(void)argc;
+	tbr_preload_self(argv, "TIMEBOX_READ_TIMEOUT=1s", NULL);
+	lfd = tbr_listen(&port);
+	before = threads();
+	fd = tbr_connect(port);
+	TBR_CHECK(threads() == before + 1,
+		  "after the first governed connect the process has %d threads, %d before: the "
+		  "watchdog is not running yet, the first wait would start it", threads(), before);
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, NULL);
+	sigemptyset(&alrm);
+	sigaddset(&alrm, SIGALRM);
+	sigemptyset(&none);
+	sigprocmask(SIG_BLOCK, &alrm, NULL); /* delivered only inside sigsuspend: no lost wake */
+	t0 = tbt_now_ms();
+	setitimer(ITIMER_REAL, &it, NULL);
+	sigsuspend(&none);
+	ms = tbt_now_ms() - t0;
+	TBR_CHECK(handler_r == -1 && handler_errno == ETIMEDOUT && ms >= 1000 && ms < 3000,
+		  "read in the handler: %zd %s after %.0f ms", (ssize_t)handler_r,
+		  tbt_errno_name(handler_errno), ms);
+	close(fd);
+	close(lfd);
+	return 0;
+}
