@@ -1,8 +1,10 @@
 /* hooks_stdio.c - the stdio calls that can wait on a stream (fgets, fread, getc, getline,
  * fscanf, fwrite, fputs, fprintf, fflush...): glibc moves a FILE's bytes with internal read
  * and write calls no hook can see, so a FILE over a governed socket is governed here. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 
@@ -11,6 +13,8 @@
 #include "real.h"
 #include "stdio_wait.h"
 
+/* glibc's fortify failure handler; aborts with "buffer overflow detected". */
+extern void __chk_fail(void) __attribute__((noreturn));
 /* The entry points with no public declaration (FORTIFY, the getc/putc macros' slow path,
  * the C99 scanf names that <stdio.h> redirects to). */
 char *__fgets_chk(char *buf, size_t size, int n, FILE *f);
@@ -53,22 +57,44 @@ int __vfprintf_chk(FILE *f, int flag, const char *fmt, va_list ap);
 
 /* ---- reads ---------------------------------------------------------------------------- */
 
-/* fgets reads at most n-1 bytes and stops after a newline: held in the buffer, no wait. */
-static inline bool line_held(const FILE *f, int n)
+/*
+ * fgets as glibc's (libio/iofgets.c): n <= 0 gives NULL, n == 1 an empty string (the
+ * FORTIFY form, which reads at most min(n-1, size), gives NULL there and aborts when the
+ * line fills `size`); a new error gives NULL even after a partial line, an EOF after one
+ * gives the line. `locked`: the caller's call takes the FILE lock.
+ */
+static TB_SLOW char *governed_fgets(struct tb_sock *s, char *buf, int n, FILE *f, bool locked,
+				    bool chk, size_t size)
 {
-	return n <= 1 || tb_stdio_avail(f) >= (size_t)n - 1 || tb_stdio_holds(f, '\n', (size_t)n - 1);
-}
+	size_t max, got;
+	enum tb_take_end end;
+	int old_error, saved = errno;
+	char *r = buf;
 
-#define GOVERNED_FGETS(call)                                                                \
-	do {                                                                                \
-		if (line_held(f, n))                                                        \
-			return (call);                                                      \
-		GOVERNED(char *, TB_RD, call, r_ != NULL, NULL, NULL);                      \
-	} while (0)
-
-static TB_SLOW char *governed_fgets(struct tb_sock *s, char *buf, int n, FILE *f)
-{
-	GOVERNED_FGETS(tb_real.fgets(buf, n, f));
+	if (n <= 0)
+		return NULL;
+	max = (size_t)n - 1 < size ? (size_t)n - 1 : size;
+	if (max == 0 && !chk) {
+		buf[0] = '\0';
+		return buf;
+	}
+	if (locked)
+		flockfile(f);
+	old_error = f->_flags & _IO_ERR_SEEN;
+	f->_flags &= ~_IO_ERR_SEEN;
+	got = tb_stdio_take(s, f, buf, max, '\n', &end);
+	if (got == 0 || end == TB_TAKE_CUT || ((f->_flags & _IO_ERR_SEEN) && errno != EAGAIN))
+		r = NULL;
+	else
+		buf[got] = '\0';
+	f->_flags |= old_error;
+	if (locked)
+		funlockfile(f);
+	if (r != NULL && chk && got >= size)
+		__chk_fail();
+	if (r != NULL)
+		errno = saved;
+	return r;
 }
 
 TB_EXPORT char *fgets(char *buf, int n, FILE *f)
@@ -77,12 +103,7 @@ TB_EXPORT char *fgets(char *buf, int n, FILE *f)
 
 	if (TB_LIKELY(s == NULL))
 		return tb_real.fgets(buf, n, f);
-	return governed_fgets(s, buf, n, f);
-}
-
-static TB_SLOW char *governed_fgets_unlocked(struct tb_sock *s, char *buf, int n, FILE *f)
-{
-	GOVERNED_FGETS(tb_real.fgets_unlocked(buf, n, f));
+	return governed_fgets(s, buf, n, f, true, false, (size_t)-1);
 }
 
 TB_EXPORT char *fgets_unlocked(char *buf, int n, FILE *f)
@@ -91,14 +112,7 @@ TB_EXPORT char *fgets_unlocked(char *buf, int n, FILE *f)
 
 	if (TB_LIKELY(s == NULL))
 		return tb_real.fgets_unlocked(buf, n, f);
-	return governed_fgets_unlocked(s, buf, n, f);
-}
-
-/* The FORTIFY variants forward to libc's own, which keep their abort on overflow. */
-static TB_SLOW char *governed_fgets_chk(struct tb_sock *s, char *buf, size_t size, int n,
-					FILE *f)
-{
-	GOVERNED_FGETS(tb_real.__fgets_chk(buf, size, n, f));
+	return governed_fgets(s, buf, n, f, false, false, (size_t)-1);
 }
 
 TB_EXPORT char *__fgets_chk(char *buf, size_t size, int n, FILE *f)
@@ -107,13 +121,7 @@ TB_EXPORT char *__fgets_chk(char *buf, size_t size, int n, FILE *f)
 
 	if (TB_LIKELY(s == NULL))
 		return tb_real.__fgets_chk(buf, size, n, f);
-	return governed_fgets_chk(s, buf, size, n, f);
-}
-
-static TB_SLOW char *governed_fgets_unlocked_chk(struct tb_sock *s, char *buf, size_t size,
-						 int n, FILE *f)
-{
-	GOVERNED_FGETS(tb_real.__fgets_unlocked_chk(buf, size, n, f));
+	return governed_fgets(s, buf, n, f, true, true, size);
 }
 
 TB_EXPORT char *__fgets_unlocked_chk(char *buf, size_t size, int n, FILE *f)
@@ -122,28 +130,25 @@ TB_EXPORT char *__fgets_unlocked_chk(char *buf, size_t size, int n, FILE *f)
 
 	if (TB_LIKELY(s == NULL))
 		return tb_real.__fgets_unlocked_chk(buf, size, n, f);
-	return governed_fgets_unlocked_chk(s, buf, size, n, f);
+	return governed_fgets(s, buf, n, f, false, true, size);
 }
 
-/* fread: held when the buffer has every byte asked for. A short count on a cut stays the
- * count of whole items read (their bytes are in the caller's buffer). */
-static inline bool items_held(const FILE *f, size_t size, size_t n)
+/* fread as glibc's: the count of whole items; a partial item's bytes are consumed. An
+ * overflowing size * n is left to libc (which reads nothing and says so its own way). */
+static TB_SLOW size_t governed_fread(struct tb_sock *s, void *p, size_t size, size_t n,
+				     FILE *f, bool locked)
 {
-	size_t want;
+	size_t want, got;
+	enum tb_take_end end;
 
-	return !__builtin_mul_overflow(size, n, &want) && tb_stdio_avail(f) >= want;
-}
-
-#define GOVERNED_FREAD(call)                                                                \
-	do {                                                                                \
-		if (items_held(f, size, n))                                                 \
-			return (call);                                                      \
-		GOVERNED(size_t, TB_RD, call, r_ == n, 0, r_);                              \
-	} while (0)
-
-static TB_SLOW size_t governed_fread(struct tb_sock *s, void *p, size_t size, size_t n, FILE *f)
-{
-	GOVERNED_FREAD(tb_real.fread(p, size, n, f));
+	if (__builtin_mul_overflow(size, n, &want) || want == 0)
+		return locked ? tb_real.fread(p, size, n, f) : tb_real.fread_unlocked(p, size, n, f);
+	if (locked)
+		flockfile(f);
+	got = tb_stdio_take(s, f, p, want, -1, &end);
+	if (locked)
+		funlockfile(f);
+	return got / size;
 }
 
 TB_EXPORT size_t fread(void *p, size_t size, size_t n, FILE *f)
@@ -152,13 +157,7 @@ TB_EXPORT size_t fread(void *p, size_t size, size_t n, FILE *f)
 
 	if (TB_LIKELY(s == NULL))
 		return tb_real.fread(p, size, n, f);
-	return governed_fread(s, p, size, n, f);
-}
-
-static TB_SLOW size_t governed_fread_unlocked(struct tb_sock *s, void *p, size_t size,
-					      size_t n, FILE *f)
-{
-	GOVERNED_FREAD(tb_real.fread_unlocked(p, size, n, f));
+	return governed_fread(s, p, size, n, f, true);
 }
 
 TB_EXPORT size_t fread_unlocked(void *p, size_t size, size_t n, FILE *f)
@@ -167,13 +166,17 @@ TB_EXPORT size_t fread_unlocked(void *p, size_t size, size_t n, FILE *f)
 
 	if (TB_LIKELY(s == NULL))
 		return tb_real.fread_unlocked(p, size, n, f);
-	return governed_fread_unlocked(s, p, size, n, f);
+	return governed_fread(s, p, size, n, f, false);
 }
 
-static TB_SLOW size_t governed_fread_chk(struct tb_sock *s, void *p, size_t buflen,
-					 size_t size, size_t n, FILE *f)
+/* The FORTIFY checks of debug/fread_chk.c, then the governed read. */
+static size_t checked(size_t buflen, size_t size, size_t n)
 {
-	GOVERNED_FREAD(tb_real.__fread_chk(p, buflen, size, n, f));
+	size_t bytes;
+
+	if (__builtin_mul_overflow(size, n, &bytes) || bytes > buflen)
+		__chk_fail();
+	return bytes;
 }
 
 TB_EXPORT size_t __fread_chk(void *p, size_t buflen, size_t size, size_t n, FILE *f)
@@ -182,13 +185,9 @@ TB_EXPORT size_t __fread_chk(void *p, size_t buflen, size_t size, size_t n, FILE
 
 	if (TB_LIKELY(s == NULL))
 		return tb_real.__fread_chk(p, buflen, size, n, f);
-	return governed_fread_chk(s, p, buflen, size, n, f);
-}
-
-static TB_SLOW size_t governed_fread_unlocked_chk(struct tb_sock *s, void *p, size_t buflen,
-						  size_t size, size_t n, FILE *f)
-{
-	GOVERNED_FREAD(tb_real.__fread_unlocked_chk(p, buflen, size, n, f));
+	if (checked(buflen, size, n) == 0)
+		return 0;
+	return governed_fread(s, p, size, n, f, true);
 }
 
 TB_EXPORT size_t __fread_unlocked_chk(void *p, size_t buflen, size_t size, size_t n, FILE *f)
@@ -197,7 +196,9 @@ TB_EXPORT size_t __fread_unlocked_chk(void *p, size_t buflen, size_t size, size_
 
 	if (TB_LIKELY(s == NULL))
 		return tb_real.__fread_unlocked_chk(p, buflen, size, n, f);
-	return governed_fread_unlocked_chk(s, p, buflen, size, n, f);
+	if (checked(buflen, size, n) == 0)
+		return 0;
+	return governed_fread(s, p, size, n, f, false);
 }
 
 /* One byte: a wait only when the buffer is empty. */
@@ -268,13 +269,44 @@ TB_EXPORT int __uflow(FILE *f)
 	return governed_uflow(s, f);
 }
 
-/* getdelim: held when the delimiter is among the buffered bytes. */
+/*
+ * getdelim as glibc's (libio/iogetdelim.c): *line grows by realloc as needed; -1 when
+ * nothing was read before EOF or an error, else the length (a partial last line too). A
+ * cut gives -1 with the error flag set.
+ */
 static TB_SLOW ssize_t governed_getdelim(struct tb_sock *s, char **line, size_t *n, int delim,
 					 FILE *f)
 {
-	if (tb_stdio_holds(f, delim, (size_t)-1))
-		return tb_real.getdelim(line, n, delim, f);
-	GOVERNED(ssize_t, TB_RD, tb_real.getdelim(line, n, delim, f), r_ >= 0, -1, -1);
+	size_t len = 0, got;
+	enum tb_take_end end = TB_TAKE_FULL;
+	ssize_t r = -1;
+
+	if (line == NULL || n == NULL)
+		return tb_real.getdelim(line, n, delim, f); /* EINVAL, libc's own way */
+	flockfile(f);
+	while (end == TB_TAKE_FULL) {
+		if (*line == NULL || *n < len + 2) {
+			size_t want = *line == NULL || *n < 120 ? 120 : *n * 2;
+			char *grown = realloc(*line, want);
+
+			if (grown == NULL) {
+				f->_flags |= _IO_ERR_SEEN;
+				errno = ENOMEM;
+				goto out;
+			}
+			*line = grown;
+			*n = want;
+		}
+		got = tb_stdio_take(s, f, *line + len, *n - len - 1, delim, &end);
+		len += got;
+	}
+	if (len > 0 && end != TB_TAKE_CUT) {
+		(*line)[len] = '\0';
+		r = (ssize_t)len;
+	}
+out:
+	funlockfile(f);
+	return r;
 }
 
 TB_EXPORT ssize_t getdelim(char **line, size_t *n, int delim, FILE *f)
@@ -297,14 +329,18 @@ TB_EXPORT ssize_t getline(char **line, size_t *n, FILE *f)
 }
 
 /*
- * fscanf cannot say beforehand how much it will read: a buffered newline is taken for
- * "enough" (line protocols scan a line at a time), otherwise the call is a wait. A cut
+ * fscanf cannot say beforehand how much it will read, nor be split: a buffered newline is
+ * taken for "enough" (line protocols scan a line at a time), otherwise the rest of the call
+ * is one wait (a token longer than a buffer, dripped, could be cut early). A cut
  * returns what the scan returned at the EOF it saw (EOF, or the conversions made before),
  * with the error flag set.
  */
 static TB_SLOW int governed_vfscanf(struct tb_sock *s, FILE *f, const char *fmt, va_list ap,
 				    bool c99)
 {
+	/* The first read is a wait of its own; then, with a newline buffered, no wait. */
+	if (tb_stdio_prime(s, f) < 0)
+		return EOF;
 	if (tb_stdio_holds(f, '\n', (size_t)-1))
 		return c99 ? tb_real.__isoc99_vfscanf(f, fmt, ap) : tb_real.vfscanf(f, fmt, ap);
 	GOVERNED(int, TB_RD,

@@ -68,6 +68,34 @@ int tb_stdio_begin(struct tb_stdio *w, struct tb_sock *s, FILE *f, enum tb_side 
  */
 bool tb_stdio_end(struct tb_stdio *w, FILE *f, bool ok);
 
+/*
+ * Reads inside one stdio call must each be a wait of their own: a line or an fread that
+ * takes several of glibc's internal reads, each after a short silence, would otherwise be
+ * one long wait and be cut although the peer never fell silent for the limit. So the
+ * governed fgets, getdelim and fread move the bytes themselves, the way glibc's own
+ * _IO_getline and fread do (memchr and memcpy from the buffer, advancing _IO_read_ptr as
+ * the getc macro does), and refill the buffer one read at a time: __uflow, one wait; or,
+ * for a request of at least a buffer's size on an empty buffer, a governed read straight
+ * into the caller's memory, as glibc's fread does. The caller holds the FILE's lock.
+ *
+ * tb_stdio_take copies at most `max` bytes into dst, stopping after `delim` (-1: none).
+ * Returns the count; *end says why it stopped.
+ */
+enum tb_take_end {
+	TB_TAKE_FULL,  /* max bytes copied */
+	TB_TAKE_DELIM, /* the delimiter was copied */
+	TB_TAKE_END,   /* EOF or an error: the stream's flag is set, errno as glibc left it */
+	TB_TAKE_CUT,   /* the socket was cut: error flag set, errno ETIMEDOUT */
+};
+size_t tb_stdio_take(struct tb_sock *s, FILE *f, char *dst, size_t max, int delim,
+		     enum tb_take_end *end);
+
+/* Fills an empty buffer with one underflow (one wait) and puts the byte back, so that a
+ * call which cannot be split (fscanf) starts with what the peer has sent. Returns 1 when
+ * bytes are buffered, 0 at EOF or an error (flag set by glibc), -1 when the socket was cut
+ * (error flag set, errno ETIMEDOUT: see tb_stdio_end). */
+int tb_stdio_prime(struct tb_sock *s, FILE *f);
+
 /* vfscanf (c99 false: the GNU name) or __isoc99_vfscanf on f, governed when f's fd is a
  * governed socket (hooks_stdio.c; called from hooks_scanf.c). */
 int tb_stdio_vfscanf(FILE *f, const char *fmt, va_list ap, bool c99);
