@@ -219,7 +219,8 @@ TB_EXPORT int fgetc(FILE *f)
 {
 	struct tb_sock *s = SOCK_OF(f);
 
-	if (TB_LIKELY(s == NULL))
+	/* A byte in the buffer: no wait, and no call out of line (getc is per byte). */
+	if (TB_LIKELY(s == NULL) || f->_IO_read_ptr < f->_IO_read_end)
 		return tb_real.fgetc(f);
 	return governed_fgetc(s, f);
 }
@@ -243,7 +244,8 @@ TB_EXPORT int fgetc_unlocked(FILE *f)
 {
 	struct tb_sock *s = SOCK_OF(f);
 
-	if (TB_LIKELY(s == NULL))
+	/* A byte in the buffer: no wait, and no call out of line (getc is per byte). */
+	if (TB_LIKELY(s == NULL) || f->_IO_read_ptr < f->_IO_read_end)
 		return tb_real.fgetc_unlocked(f);
 	return governed_fgetc_unlocked(s, f);
 }
