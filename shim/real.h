@@ -5,6 +5,7 @@
 #define TB_REAL_H
 
 #include <poll.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/select.h>
@@ -15,6 +16,10 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+/* <stdio.h> may make these two macros when optimising; here they name table entries. */
+#undef fread_unlocked
+#undef fwrite_unlocked
 
 struct tb_real {
 	ssize_t (*read)(int, void *, size_t);
@@ -47,6 +52,32 @@ struct tb_real {
 	int (*ioctl)(int, unsigned long, ...);
 	int (*fclose)(FILE *);
 	void *(*dlopen)(const char *, int);
+	/* stdio (hooks_stdio.c): glibc's own read and write of a FILE are out of our sight */
+	char *(*fgets)(char *, int, FILE *);
+	char *(*fgets_unlocked)(char *, int, FILE *);
+	char *(*__fgets_chk)(char *, size_t, int, FILE *);
+	char *(*__fgets_unlocked_chk)(char *, size_t, int, FILE *);
+	size_t (*fread)(void *, size_t, size_t, FILE *);
+	size_t (*fread_unlocked)(void *, size_t, size_t, FILE *);
+	size_t (*__fread_chk)(void *, size_t, size_t, size_t, FILE *);
+	size_t (*__fread_unlocked_chk)(void *, size_t, size_t, size_t, FILE *);
+	int (*fgetc)(FILE *);
+	int (*fgetc_unlocked)(FILE *);
+	int (*__uflow)(FILE *);
+	ssize_t (*getdelim)(char **, size_t *, int, FILE *);
+	int (*vfscanf)(FILE *, const char *, va_list);
+	int (*__isoc99_vfscanf)(FILE *, const char *, va_list);
+	size_t (*fwrite)(const void *, size_t, size_t, FILE *);
+	size_t (*fwrite_unlocked)(const void *, size_t, size_t, FILE *);
+	int (*fputs)(const char *, FILE *);
+	int (*fputs_unlocked)(const char *, FILE *);
+	int (*fputc)(int, FILE *);
+	int (*fputc_unlocked)(int, FILE *);
+	int (*__overflow)(FILE *, int);
+	int (*vfprintf)(FILE *, const char *, va_list);
+	int (*__vfprintf_chk)(FILE *, int, const char *, va_list);
+	int (*fflush)(FILE *);
+	int (*fflush_unlocked)(FILE *);
 };
 
 /*

@@ -11,6 +11,17 @@ HOOKS = {
     "fcntl64", "ioctl", "fclose", "__read_chk", "__recv_chk", "__recvfrom_chk",
     "__poll_chk", "__ppoll_chk", "dlopen",
 }
+# stdio on a FILE over a governed socket (glibc moves its bytes out of the hooks' sight).
+STDIO = {
+    "fgets", "fgets_unlocked", "__fgets_chk", "__fgets_unlocked_chk", "fread", "fread_unlocked",
+    "__fread_chk", "__fread_unlocked_chk", "fgetc", "getc", "_IO_getc", "fgetc_unlocked",
+    "getc_unlocked", "__uflow", "getdelim", "__getdelim", "getline", "fscanf", "vfscanf",
+    "__isoc99_fscanf", "__isoc99_vfscanf", "fwrite", "fwrite_unlocked", "fputs",
+    "fputs_unlocked", "fputc", "putc", "_IO_putc", "fputc_unlocked", "putc_unlocked",
+    "__overflow", "fprintf", "vfprintf", "__fprintf_chk", "__vfprintf_chk", "fflush",
+    "fflush_unlocked",
+}
+HOOKS |= STDIO
 # Name resolution hooks: bounded by phase dns, and they teach hostname rules which addresses a
 # name stands for.
 RESOLVE = {"getaddrinfo", "gethostbyname", "gethostbyname2", "gethostbyname_r",

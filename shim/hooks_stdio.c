@@ -1,0 +1,600 @@
+/* hooks_stdio.c - the stdio calls that can wait on a stream (fgets, fread, getc, getline,
+ * fscanf, fwrite, fputs, fprintf, fflush...): glibc moves a FILE's bytes with internal read
+ * and write calls no hook can see, so a FILE over a governed socket is governed here. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "fdtable.h"
+#include "hooks.h"
+#include "real.h"
+#include "stdio_wait.h"
+
+/* glibc's fortify failure handler; aborts with "buffer overflow detected". */
+extern void __chk_fail(void) __attribute__((noreturn));
+/* The entry points with no public declaration (FORTIFY, the getc/putc macros' slow path,
+ * the C99 scanf names that <stdio.h> redirects to). */
+char *__fgets_chk(char *buf, size_t size, int n, FILE *f);
+char *__fgets_unlocked_chk(char *buf, size_t size, int n, FILE *f);
+size_t __fread_chk(void *p, size_t buflen, size_t size, size_t n, FILE *f);
+size_t __fread_unlocked_chk(void *p, size_t buflen, size_t size, size_t n, FILE *f);
+ssize_t __getdelim(char **line, size_t *n, int delim, FILE *f);
+int _IO_getc(FILE *f);
+int _IO_putc(int c, FILE *f);
+int __uflow(FILE *f);
+int __overflow(FILE *f, int c);
+int __isoc99_fscanf(FILE *f, const char *fmt, ...);
+int __isoc99_vfscanf(FILE *f, const char *fmt, va_list ap);
+int __fprintf_chk(FILE *f, int flag, const char *fmt, ...);
+int __vfprintf_chk(FILE *f, int flag, const char *fmt, va_list ap);
+
+/*
+ * Every hook: the stream's fd is not a governed socket (files, pipes, memory streams whose
+ * _fileno is -1) -> libc at once: one load, a bounds check, a load and a tail call. Only a
+ * governed stream reaches the out-of-line body, which first asks whether the call can touch
+ * the fd at all: a read that the FILE's buffer already holds (a buffered line) is no wait
+ * and is never cut - a slow program is not a slow peer - and a write that only fills the
+ * buffer sends nothing, so it starts no call and no wait.
+ */
+#define SOCK_OF(f) tb_fd_sock((f)->_fileno)
+
+/* The governed call: `fail` when the socket had already expired, `cut` when it expired
+ * during the call (r_ is what the call returned); `ok` says the call got everything. */
+#define GOVERNED(type, side, call, ok, fail, cut)                                           \
+	do {                                                                                \
+		struct tb_stdio w_;                                                         \
+		type r_;                                                                    \
+		if (tb_stdio_begin(&w_, s, f, (side)) < 0)                                  \
+			return (fail);                                                      \
+		r_ = (call);                                                                \
+		if (tb_stdio_end(&w_, f, (ok)))                                             \
+			return (cut);                                                       \
+		return r_;                                                                  \
+	} while (0)
+
+/* ---- reads ---------------------------------------------------------------------------- */
+
+/*
+ * fgets as glibc's (libio/iofgets.c): n <= 0 gives NULL, n == 1 an empty string (the
+ * FORTIFY form, which reads at most min(n-1, size), gives NULL there and aborts when the
+ * line fills `size`); a new error gives NULL even after a partial line, an EOF after one
+ * gives the line. `locked`: the caller's call takes the FILE lock.
+ */
+static TB_SLOW char *governed_fgets(struct tb_sock *s, char *buf, int n, FILE *f, bool locked,
+				    bool chk, size_t size)
+{
+	size_t max, got;
+	enum tb_take_end end;
+	int old_error, saved = errno;
+	char *r = buf;
+
+	if (n <= 0)
+		return NULL;
+	max = (size_t)n - 1 < size ? (size_t)n - 1 : size;
+	if (max == 0 && !chk) {
+		buf[0] = '\0';
+		return buf;
+	}
+	if (locked)
+		flockfile(f);
+	old_error = f->_flags & _IO_ERR_SEEN;
+	f->_flags &= ~_IO_ERR_SEEN;
+	got = tb_stdio_take(s, f, buf, max, '\n', &end);
+	if (got == 0 || end == TB_TAKE_CUT || ((f->_flags & _IO_ERR_SEEN) && errno != EAGAIN))
+		r = NULL;
+	else
+		buf[got] = '\0';
+	f->_flags |= old_error;
+	if (locked)
+		funlockfile(f);
+	if (r != NULL && chk && got >= size)
+		__chk_fail();
+	if (r != NULL)
+		errno = saved;
+	return r;
+}
+
+TB_EXPORT char *fgets(char *buf, int n, FILE *f)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.fgets(buf, n, f);
+	return governed_fgets(s, buf, n, f, true, false, (size_t)-1);
+}
+
+TB_EXPORT char *fgets_unlocked(char *buf, int n, FILE *f)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.fgets_unlocked(buf, n, f);
+	return governed_fgets(s, buf, n, f, false, false, (size_t)-1);
+}
+
+TB_EXPORT char *__fgets_chk(char *buf, size_t size, int n, FILE *f)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.__fgets_chk(buf, size, n, f);
+	return governed_fgets(s, buf, n, f, true, true, size);
+}
+
+TB_EXPORT char *__fgets_unlocked_chk(char *buf, size_t size, int n, FILE *f)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.__fgets_unlocked_chk(buf, size, n, f);
+	return governed_fgets(s, buf, n, f, false, true, size);
+}
+
+/* fread as glibc's: the count of whole items; a partial item's bytes are consumed. An
+ * overflowing size * n is left to libc (which reads nothing and says so its own way). */
+static TB_SLOW size_t governed_fread(struct tb_sock *s, void *p, size_t size, size_t n,
+				     FILE *f, bool locked)
+{
+	size_t want, got;
+	enum tb_take_end end;
+
+	if (__builtin_mul_overflow(size, n, &want) || want == 0)
+		return locked ? tb_real.fread(p, size, n, f) : tb_real.fread_unlocked(p, size, n, f);
+	if (locked)
+		flockfile(f);
+	got = tb_stdio_take(s, f, p, want, -1, &end);
+	if (locked)
+		funlockfile(f);
+	return got / size;
+}
+
+TB_EXPORT size_t fread(void *p, size_t size, size_t n, FILE *f)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.fread(p, size, n, f);
+	return governed_fread(s, p, size, n, f, true);
+}
+
+TB_EXPORT size_t fread_unlocked(void *p, size_t size, size_t n, FILE *f)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.fread_unlocked(p, size, n, f);
+	return governed_fread(s, p, size, n, f, false);
+}
+
+/* The FORTIFY checks of debug/fread_chk.c, then the governed read. */
+static size_t checked(size_t buflen, size_t size, size_t n)
+{
+	size_t bytes;
+
+	if (__builtin_mul_overflow(size, n, &bytes) || bytes > buflen)
+		__chk_fail();
+	return bytes;
+}
+
+TB_EXPORT size_t __fread_chk(void *p, size_t buflen, size_t size, size_t n, FILE *f)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.__fread_chk(p, buflen, size, n, f);
+	if (checked(buflen, size, n) == 0)
+		return 0;
+	return governed_fread(s, p, size, n, f, true);
+}
+
+TB_EXPORT size_t __fread_unlocked_chk(void *p, size_t buflen, size_t size, size_t n, FILE *f)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.__fread_unlocked_chk(p, buflen, size, n, f);
+	if (checked(buflen, size, n) == 0)
+		return 0;
+	return governed_fread(s, p, size, n, f, false);
+}
+
+/* One byte: a wait only when the buffer is empty. */
+#define GOVERNED_GETC(call)                                                                 \
+	do {                                                                                \
+		if (tb_stdio_avail(f) > 0)                                                  \
+			return (call);                                                      \
+		GOVERNED(int, TB_RD, call, r_ != EOF, EOF, EOF);                            \
+	} while (0)
+
+static TB_SLOW int governed_fgetc(struct tb_sock *s, FILE *f)
+{
+	GOVERNED_GETC(tb_real.fgetc(f));
+}
+
+/* getc and _IO_getc are fgetc under other names (one address in glibc). */
+TB_EXPORT int fgetc(FILE *f)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	/* A byte in the buffer: no wait, and no call out of line (getc is per byte). */
+	if (TB_LIKELY(s == NULL) || f->_IO_read_ptr < f->_IO_read_end)
+		return tb_real.fgetc(f);
+	return governed_fgetc(s, f);
+}
+
+TB_EXPORT int getc(FILE *f)
+{
+	return fgetc(f);
+}
+
+TB_EXPORT int _IO_getc(FILE *f)
+{
+	return fgetc(f);
+}
+
+static TB_SLOW int governed_fgetc_unlocked(struct tb_sock *s, FILE *f)
+{
+	GOVERNED_GETC(tb_real.fgetc_unlocked(f));
+}
+
+TB_EXPORT int fgetc_unlocked(FILE *f)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	/* A byte in the buffer: no wait, and no call out of line (getc is per byte). */
+	if (TB_LIKELY(s == NULL) || f->_IO_read_ptr < f->_IO_read_end)
+		return tb_real.fgetc_unlocked(f);
+	return governed_fgetc_unlocked(s, f);
+}
+
+TB_EXPORT int getc_unlocked(FILE *f)
+{
+	return fgetc_unlocked(f);
+}
+
+/* The slow path of the getc_unlocked macro that <stdio.h> inlines into programs: called
+ * when the buffer is empty, so reached by programs that never call a stdio function. */
+static TB_SLOW int governed_uflow(struct tb_sock *s, FILE *f)
+{
+	GOVERNED_GETC(tb_real.__uflow(f));
+}
+
+TB_EXPORT int __uflow(FILE *f)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.__uflow(f);
+	return governed_uflow(s, f);
+}
+
+/*
+ * getdelim as glibc's (libio/iogetdelim.c): *line grows by realloc as needed; -1 when
+ * nothing was read before EOF or an error, else the length (a partial last line too). A
+ * cut gives -1 with the error flag set.
+ */
+static TB_SLOW ssize_t governed_getdelim(struct tb_sock *s, char **line, size_t *n, int delim,
+					 FILE *f)
+{
+	size_t len = 0, got;
+	enum tb_take_end end = TB_TAKE_FULL;
+	ssize_t r = -1;
+
+	if (line == NULL || n == NULL)
+		return tb_real.getdelim(line, n, delim, f); /* EINVAL, libc's own way */
+	flockfile(f);
+	while (end == TB_TAKE_FULL) {
+		if (*line == NULL || *n < len + 2) {
+			size_t want = *line == NULL || *n < 120 ? 120 : *n * 2;
+			char *grown = realloc(*line, want);
+
+			if (grown == NULL) {
+				f->_flags |= _IO_ERR_SEEN;
+				errno = ENOMEM;
+				goto out;
+			}
+			*line = grown;
+			*n = want;
+		}
+		got = tb_stdio_take(s, f, *line + len, *n - len - 1, delim, &end);
+		len += got;
+	}
+	if (len > 0 && end != TB_TAKE_CUT) {
+		(*line)[len] = '\0';
+		r = (ssize_t)len;
+	}
+out:
+	funlockfile(f);
+	return r;
+}
+
+TB_EXPORT ssize_t getdelim(char **line, size_t *n, int delim, FILE *f)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.getdelim(line, n, delim, f);
+	return governed_getdelim(s, line, n, delim, f);
+}
+
+TB_EXPORT ssize_t __getdelim(char **line, size_t *n, int delim, FILE *f)
+{
+	return getdelim(line, n, delim, f);
+}
+
+TB_EXPORT ssize_t getline(char **line, size_t *n, FILE *f)
+{
+	return getdelim(line, n, '\n', f);
+}
+
+/*
+ * fscanf cannot say beforehand how much it will read, nor be split: a buffered newline is
+ * taken for "enough" (line protocols scan a line at a time), otherwise the rest of the call
+ * is one wait (a token longer than a buffer, dripped, could be cut early). A cut
+ * returns what the scan returned at the EOF it saw (EOF, or the conversions made before),
+ * with the error flag set.
+ */
+static TB_SLOW int governed_vfscanf(struct tb_sock *s, FILE *f, const char *fmt, va_list ap,
+				    bool c99)
+{
+	/* The first read is a wait of its own; then, with a newline buffered, no wait. */
+	if (tb_stdio_prime(s, f) < 0)
+		return EOF;
+	if (tb_stdio_holds(f, '\n', (size_t)-1))
+		return c99 ? tb_real.__isoc99_vfscanf(f, fmt, ap) : tb_real.vfscanf(f, fmt, ap);
+	GOVERNED(int, TB_RD,
+		 c99 ? tb_real.__isoc99_vfscanf(f, fmt, ap) : tb_real.vfscanf(f, fmt, ap), true,
+		 EOF, r_);
+}
+
+/* The C99 names here; fscanf and vfscanf (the GNU names, whose %as allocates) live in
+ * hooks_scanf.c: <stdio.h> renames them to these by asm label in C99 and later. */
+int tb_stdio_vfscanf(FILE *f, const char *fmt, va_list ap, bool c99)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	if (TB_LIKELY(s == NULL))
+		return c99 ? tb_real.__isoc99_vfscanf(f, fmt, ap) : tb_real.vfscanf(f, fmt, ap);
+	return governed_vfscanf(s, f, fmt, ap, c99);
+}
+
+TB_EXPORT int __isoc99_vfscanf(FILE *f, const char *fmt, va_list ap)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.__isoc99_vfscanf(f, fmt, ap);
+	return governed_vfscanf(s, f, fmt, ap, true);
+}
+
+TB_EXPORT int __isoc99_fscanf(FILE *f, const char *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = __isoc99_vfscanf(f, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/* ---- writes --------------------------------------------------------------------------- */
+
+/* A write that may flush is a write-side wait and, like send, a step of the call budget. */
+#define GOVERNED_PUT(type, n, call, ok, fail, cut)                                          \
+	do {                                                                                \
+		if (!tb_stdio_may_flush(f, (n)))                                            \
+			return (call);                                                      \
+		GOVERNED(type, TB_WR, call, ok, fail, cut);                                 \
+	} while (0)
+
+static TB_SLOW size_t governed_fwrite(struct tb_sock *s, const void *p, size_t size, size_t n,
+				      FILE *f)
+{
+	size_t bytes = __builtin_mul_overflow(size, n, &bytes) ? (size_t)-1 : bytes;
+
+	GOVERNED_PUT(size_t, bytes, tb_real.fwrite(p, size, n, f), r_ == n, 0, r_);
+}
+
+TB_EXPORT size_t fwrite(const void *p, size_t size, size_t n, FILE *f)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.fwrite(p, size, n, f);
+	return governed_fwrite(s, p, size, n, f);
+}
+
+static TB_SLOW size_t governed_fwrite_unlocked(struct tb_sock *s, const void *p, size_t size,
+					       size_t n, FILE *f)
+{
+	size_t bytes = __builtin_mul_overflow(size, n, &bytes) ? (size_t)-1 : bytes;
+
+	GOVERNED_PUT(size_t, bytes, tb_real.fwrite_unlocked(p, size, n, f), r_ == n, 0, r_);
+}
+
+TB_EXPORT size_t fwrite_unlocked(const void *p, size_t size, size_t n, FILE *f)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.fwrite_unlocked(p, size, n, f);
+	return governed_fwrite_unlocked(s, p, size, n, f);
+}
+
+static TB_SLOW int governed_fputs(struct tb_sock *s, const char *str, FILE *f)
+{
+	GOVERNED_PUT(int, strlen(str), tb_real.fputs(str, f), r_ != EOF, EOF, EOF);
+}
+
+TB_EXPORT int fputs(const char *str, FILE *f)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.fputs(str, f);
+	return governed_fputs(s, str, f);
+}
+
+static TB_SLOW int governed_fputs_unlocked(struct tb_sock *s, const char *str, FILE *f)
+{
+	GOVERNED_PUT(int, strlen(str), tb_real.fputs_unlocked(str, f), r_ != EOF, EOF, EOF);
+}
+
+TB_EXPORT int fputs_unlocked(const char *str, FILE *f)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.fputs_unlocked(str, f);
+	return governed_fputs_unlocked(s, str, f);
+}
+
+static TB_SLOW int governed_fputc(struct tb_sock *s, int c, FILE *f)
+{
+	GOVERNED_PUT(int, 1, tb_real.fputc(c, f), r_ != EOF, EOF, EOF);
+}
+
+/* putc and _IO_putc are fputc under other names. */
+TB_EXPORT int fputc(int c, FILE *f)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.fputc(c, f);
+	return governed_fputc(s, c, f);
+}
+
+TB_EXPORT int putc(int c, FILE *f)
+{
+	return fputc(c, f);
+}
+
+TB_EXPORT int _IO_putc(int c, FILE *f)
+{
+	return fputc(c, f);
+}
+
+static TB_SLOW int governed_fputc_unlocked(struct tb_sock *s, int c, FILE *f)
+{
+	GOVERNED_PUT(int, 1, tb_real.fputc_unlocked(c, f), r_ != EOF, EOF, EOF);
+}
+
+TB_EXPORT int fputc_unlocked(int c, FILE *f)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.fputc_unlocked(c, f);
+	return governed_fputc_unlocked(s, c, f);
+}
+
+TB_EXPORT int putc_unlocked(int c, FILE *f)
+{
+	return fputc_unlocked(c, f);
+}
+
+/* The slow path of the putc_unlocked macro: the put area is full (or c is EOF: flush). */
+static TB_SLOW int governed_overflow(struct tb_sock *s, FILE *f, int c)
+{
+	GOVERNED(int, TB_WR, tb_real.__overflow(f, c), r_ != EOF, EOF, EOF);
+}
+
+TB_EXPORT int __overflow(FILE *f, int c)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.__overflow(f, c);
+	return governed_overflow(s, f, c);
+}
+
+/* fprintf's length is known only once formatted: on a governed stream each call may flush
+ * (the wait's cost, a clock read and two atomic updates, is small beside the formatting). */
+static TB_SLOW int governed_vfprintf(struct tb_sock *s, FILE *f, int flag, const char *fmt,
+				     va_list ap)
+{
+	GOVERNED(int, TB_WR,
+		 flag < 0 ? tb_real.vfprintf(f, fmt, ap) : tb_real.__vfprintf_chk(f, flag, fmt, ap),
+		 r_ >= 0, -1, -1);
+}
+
+TB_EXPORT int vfprintf(FILE *f, const char *fmt, va_list ap)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.vfprintf(f, fmt, ap);
+	return governed_vfprintf(s, f, -1, fmt, ap);
+}
+
+TB_EXPORT int __vfprintf_chk(FILE *f, int flag, const char *fmt, va_list ap)
+{
+	struct tb_sock *s = SOCK_OF(f);
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.__vfprintf_chk(f, flag, fmt, ap);
+	return governed_vfprintf(s, f, flag < 0 ? 0 : flag, fmt, ap);
+}
+
+TB_EXPORT int fprintf(FILE *f, const char *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = vfprintf(f, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+TB_EXPORT int __fprintf_chk(FILE *f, int flag, const char *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = __vfprintf_chk(f, flag, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/* fflush: a wait when output is pending. fflush(NULL) flushes every stream at once and is
+ * passed through (see docs/limitations.md). */
+#define GOVERNED_FLUSH(call)                                                                \
+	do {                                                                                \
+		if (f->_IO_write_ptr <= f->_IO_write_base)                                  \
+			return (call);                                                      \
+		GOVERNED(int, TB_WR, call, r_ == 0, EOF, EOF);                              \
+	} while (0)
+
+static TB_SLOW int governed_fflush(struct tb_sock *s, FILE *f)
+{
+	GOVERNED_FLUSH(tb_real.fflush(f));
+}
+
+TB_EXPORT int fflush(FILE *f)
+{
+	struct tb_sock *s = f != NULL ? SOCK_OF(f) : NULL;
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.fflush(f);
+	return governed_fflush(s, f);
+}
+
+static TB_SLOW int governed_fflush_unlocked(struct tb_sock *s, FILE *f)
+{
+	GOVERNED_FLUSH(tb_real.fflush_unlocked(f));
+}
+
+TB_EXPORT int fflush_unlocked(FILE *f)
+{
+	struct tb_sock *s = f != NULL ? SOCK_OF(f) : NULL;
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.fflush_unlocked(f);
+	return governed_fflush_unlocked(s, f);
+}

@@ -1,0 +1,272 @@
+/*
+ * stdiocli.c - a legacy client that talks to its server through a FILE *: fdopen on a
+ * connected socket, the request written with fprintf + fflush, the response read with one
+ * stdio reader until EOF. No timeouts of its own.
+ *
+ * usage: stdiocli --port N --path /x --api API [--host 127.0.0.1] [--sleep-ms M]
+ *        stdiocli --loop BYTES [--chunk B]
+ *
+ * API: fgets, fgets_chk, fgets_unlocked, fread, getc, getc_unlocked (the <stdio.h> macro,
+ * whose slow path is __uflow), fscanf (one "%c" per byte), getline. --sleep-ms M: before
+ * each read, the program is busy M ms (a slow program, not a slow peer). Output, one line:
+ *
+ *   api=A ms=X result=ok bytes=B sum=H
+ *   api=A ms=X result=error errno=NAME ferror=0|1 feof=0|1 bytes=B
+ *
+ * sum is FNV-1a of the whole response. --loop BYTES: forks a server that echoes what it
+ * reads (plain read/write), and pushes BYTES through one governed socket, written with
+ * fwrite by one thread and read back with fread by another:
+ *
+ *   loop bytes=B ms=X result=ok|mismatch sent=H got=H
+ *
+ * Exit status: 0 on a complete response (or a matching loop), 1 otherwise, 2 for usage.
+ */
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tbtest.h"
+
+char *__fgets_chk(char *buf, size_t size, int n, FILE *f);
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 1099511628211ULL;
+	return h;
+}
+
+#define FNV_INIT 14695981039346656037ULL
+
+static int dial(const char *host, int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0 || inet_pton(AF_INET, host, &a.sin_addr) != 1 ||
+	    connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		printf("result=error errno=%s stage=connect\n", tbt_errno_name(errno));
+		exit(1);
+	}
+	return fd;
+}
+
+/* Reads one chunk with the chosen API into buf; returns its length, 0 at EOF or error. */
+static size_t read_some(const char *api, FILE *f, char *buf, size_t cap, char **line,
+			size_t *linecap)
+{
+	if (!strcmp(api, "fgets") || !strcmp(api, "fgets_chk") || !strcmp(api, "fgets_unlocked")) {
+		char *r = !strcmp(api, "fgets") ? fgets(buf, (int)cap, f)
+			: !strcmp(api, "fgets_chk") ? __fgets_chk(buf, cap, (int)cap, f)
+			: fgets_unlocked(buf, (int)cap, f);
+		return r == NULL ? 0 : strlen(buf);
+	}
+	if (!strcmp(api, "fread"))
+		return fread(buf, 1, cap, f);
+	if (!strcmp(api, "getc") || !strcmp(api, "getc_unlocked")) {
+		int c = !strcmp(api, "getc") ? getc(f) : getc_unlocked(f);
+
+		if (c == EOF)
+			return 0;
+		buf[0] = (char)c;
+		return 1;
+	}
+	if (!strcmp(api, "fscanf"))
+		return fscanf(f, "%c", buf) == 1 ? 1 : 0;
+	if (!strcmp(api, "getline")) {
+		ssize_t n = getline(line, linecap, f);
+
+		if (n <= 0)
+			return 0;
+		memcpy(buf, *line, (size_t)n < cap ? (size_t)n : cap);
+		return (size_t)n < cap ? (size_t)n : cap;
+	}
+	fprintf(stderr, "stdiocli: unknown api %s\n", api);
+	exit(2);
+}
+
+static int fetch(const char *host, int port, const char *path, const char *api, long sleep_ms)
+{
+	char buf[1000], *line = NULL;
+	size_t linecap = 0, n;
+	uint64_t sum = FNV_INIT, bytes = 0;
+	double t0 = tbt_now_ms();
+	FILE *f = fdopen(dial(host, port), "r+");
+
+	if (f == NULL)
+		return 1;
+	if (fprintf(f, "GET %s HTTP/1.0\r\nHost: %s\r\nConnection: close\r\n\r\n", path, host) < 0 ||
+	    fflush(f) != 0) {
+		printf("api=%s ms=%.1f result=error errno=%s stage=write\n", api,
+		       tbt_now_ms() - t0, tbt_errno_name(errno));
+		return 1;
+	}
+	for (;;) {
+		if (sleep_ms > 0)
+			tbt_sleep_ms(sleep_ms);
+		errno = 0;
+		n = read_some(api, f, buf, sizeof(buf), &line, &linecap);
+		if (n == 0)
+			break;
+		sum = fnv(sum, buf, n);
+		bytes += n;
+	}
+	if (ferror(f)) {
+		printf("api=%s ms=%.1f result=error errno=%s ferror=1 feof=%d bytes=%llu\n", api,
+		       tbt_now_ms() - t0, tbt_errno_name(errno), feof(f) ? 1 : 0,
+		       (unsigned long long)bytes);
+		return 1;
+	}
+	printf("api=%s ms=%.1f result=ok bytes=%llu sum=%016llx\n", api, tbt_now_ms() - t0,
+	       (unsigned long long)bytes, (unsigned long long)sum);
+	free(line);
+	fclose(f);
+	return 0;
+}
+
+/* ---- --loop: fwrite out, fread back, through an echo server ---------------------------- */
+
+struct loop {
+	FILE *out;
+	uint64_t bytes, sent;
+	size_t chunk;
+};
+
+static void fill(char *p, size_t n, uint64_t off)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (char)('a' + (off + i) % 26);
+}
+
+static void *writer(void *arg)
+{
+	struct loop *l = arg;
+	char *buf = malloc(l->chunk);
+	uint64_t off = 0, sum = FNV_INIT;
+
+	while (buf != NULL && off < l->bytes) {
+		size_t n = l->bytes - off < l->chunk ? (size_t)(l->bytes - off) : l->chunk;
+
+		fill(buf, n, off);
+		sum = fnv(sum, buf, n);
+		if (fwrite(buf, 1, n, l->out) != n)
+			break;
+		off += n;
+	}
+	fflush(l->out);
+	shutdown(fileno(l->out), SHUT_WR);
+	l->sent = sum;
+	free(buf);
+	return NULL;
+}
+
+static void echo_server(int lfd)
+{
+	static char buf[1 << 16];
+	int c = accept(lfd, NULL, NULL);
+	ssize_t n;
+
+	while (c >= 0 && (n = read(c, buf, sizeof(buf))) > 0)
+		for (ssize_t o = 0; o < n;) {
+			ssize_t w = write(c, buf + o, (size_t)(n - o));
+
+			if (w <= 0)
+				_exit(1);
+			o += w;
+		}
+	_exit(0);
+}
+
+static int loop(uint64_t bytes, size_t chunk)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(a);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0), fd, st;
+	struct loop l = { .bytes = bytes, .chunk = chunk };
+	char *buf = malloc(chunk);
+	uint64_t got = 0, sum = FNV_INIT;
+	bool pattern = true;
+	pthread_t t;
+	pid_t pid;
+	double t0;
+	FILE *in;
+
+	if (buf == NULL || lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    listen(lfd, 1) < 0 || getsockname(lfd, (struct sockaddr *)&a, &alen) < 0)
+		return 2;
+	if ((pid = fork()) == 0)
+		echo_server(lfd);
+	close(lfd);
+	t0 = tbt_now_ms();
+	fd = dial("127.0.0.1", ntohs(a.sin_port));
+	in = fdopen(fd, "r");
+	l.out = fdopen(dup(fd), "w");
+	if (in == NULL || l.out == NULL || pthread_create(&t, NULL, writer, &l) != 0)
+		return 2;
+	for (;;) {
+		size_t n = fread(buf, 1, chunk, in);
+
+		if (n == 0)
+			break;
+		for (size_t i = 0; i < n && pattern; i++)
+			pattern = buf[i] == (char)('a' + (got + i) % 26);
+		sum = fnv(sum, buf, n);
+		got += n;
+	}
+	pthread_join(t, NULL);
+	waitpid(pid, &st, 0);
+	printf("loop bytes=%llu ms=%.1f result=%s sent=%016llx got=%016llx errno=%s\n",
+	       (unsigned long long)got, tbt_now_ms() - t0,
+	       got == bytes && sum == l.sent && pattern && !ferror(in) ? "ok" : "mismatch",
+	       (unsigned long long)l.sent, (unsigned long long)sum,
+	       tbt_errno_name(ferror(in) ? errno : 0));
+	return got == bytes && sum == l.sent && pattern ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "host", required_argument, NULL, 'h' }, { "port", required_argument, NULL, 'p' },
+		{ "path", required_argument, NULL, 'P' }, { "api", required_argument, NULL, 'a' },
+		{ "sleep-ms", required_argument, NULL, 's' },
+		{ "loop", required_argument, NULL, 'l' }, { "chunk", required_argument, NULL, 'c' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *host = "127.0.0.1", *path = "/ok", *api = "fgets";
+	long port = 0, sleep_ms = 0;
+	unsigned long long loop_bytes = 0;
+	size_t chunk = 65536;
+	int c;
+
+	signal(SIGPIPE, SIG_IGN);
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'h': host = optarg; break;
+		case 'p': port = atol(optarg); break;
+		case 'P': path = optarg; break;
+		case 'a': api = optarg; break;
+		case 's': sleep_ms = atol(optarg); break;
+		case 'l': loop_bytes = strtoull(optarg, NULL, 10); break;
+		case 'c': chunk = (size_t)atol(optarg); break;
+		default: return 2;
+		}
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (loop_bytes > 0)
+		return loop(loop_bytes, chunk > 0 ? chunk : 65536);
+	if (port <= 0)
+		return 2;
+	return fetch(host, (int)port, path, api, sleep_ms);
+}
