@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <signal.h>
 #include <stdio.h>
 
 #include "xfer.h"
@@ -23,6 +24,9 @@
 struct tb_stdio {
 	struct tb_xfer x;
 	int flags; /* the FILE's _flags before the call: which EOF/error flags are new */
+	bool pipe_blocked;  /* write side: SIGPIPE blocked for the call (see tb_stdio_begin) */
+	bool pipe_pending;  /* ... and it was pending already before */
+	sigset_t old_mask;
 };
 
 /* Bytes the FILE holds unread: a read of at most this many never touches the fd. */
@@ -55,6 +59,11 @@ static inline bool tb_stdio_may_flush(const FILE *f, size_t n)
  * then pass its outcome to tb_stdio_end. Returns -1 without calling: the socket has
  * expired (or the call's deadline has passed); f's error flag is set and errno is
  * ETIMEDOUT (EAGAIN once with on_timeout=eagain), so the caller returns its failure value.
+ * On the write side SIGPIPE is blocked for the call: glibc's own write cannot ask for
+ * MSG_NOSIGNAL, and the cut (a shutdown) makes a blocked write fail with EPIPE - a program
+ * that never ignored SIGPIPE would die of a timeout instead of seeing ETIMEDOUT.
+ * tb_stdio_end consumes a SIGPIPE the cut raised and lets a genuine one (the peer closed)
+ * through, as the kernel would have. Two or three system calls per write that may flush.
  */
 int tb_stdio_begin(struct tb_stdio *w, struct tb_sock *s, FILE *f, enum tb_side side);
 
