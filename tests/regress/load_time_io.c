@@ -1,0 +1,175 @@
+/* load_time_io.c - I/O before timebox's constructor, and inside the allocator that dlsym
+ * calls while timebox binds its symbols.
+ *
+ * What could happen (socket_wrapper's and libfaketime's histories): the hooks are live from
+ * the moment the library is mapped, before its constructor ran and before the real
+ * functions are bound. Another preloaded library's constructor that reads and writes
+ * sockets then reaches a hook with nothing set up; and binding calls dlsym, which may call
+ * calloc, which a preloaded allocator may implement with a write() of its own - re-entering
+ * the binding that is under way. Either can recurse without end, deadlock on the binding's
+ * once-lock, or crash. The sequence: build libtbr_early.so, whose constructor makes a TCP
+ * exchange with a loopback echo peer and writes to a pipe, and whose calloc writes one byte
+ * to a pipe each time it is called; run this program with it before and after the library
+ * in LD_PRELOAD (each order initialises a different one first), with a read timeout set:
+ * every run must finish its exchange, see its byte count, and then still be governed
+ * (a stalled read is cut at its limit). A guard, not a reproduction: this passed before
+ * too; whether glibc's dlsym allocates (it does for its error state) and so reaches the
+ * writing calloc during the binding depends on the symbols looked up, and the program
+ * prints how many bytes calloc wrote during start-up.
+ */
+#include <pthread.h>
+#include <sys/wait.h>
+
+#include "regress.h"
+
+static const char early_c[] =
+	"#define _GNU_SOURCE\n"
+	"#include <arpa/inet.h>\n#include <stdlib.h>\n#include <string.h>\n"
+	"#include <sys/socket.h>\n#include <unistd.h>\n"
+	"extern void *__libc_calloc(size_t, size_t);\n"
+	"int tbr_early_ok = -1;\n"
+	"void *calloc(size_t n, size_t m)\n"
+	"{\n"
+	"	const char *p = getenv(\"TBR_EARLY_PIPE\");\n"
+	"	if (p != NULL && write(atoi(p), \"c\", 1) < 0) {}\n"
+	"	return __libc_calloc(n, m);\n"
+	"}\n"
+	"__attribute__((constructor)) static void early(void)\n"
+	"{\n"
+	"	const char *port = getenv(\"TBR_EARLY_PORT\"), *p = getenv(\"TBR_EARLY_PIPE\");\n"
+	"	struct sockaddr_in a = { .sin_family = AF_INET };\n"
+	"	char buf[8];\n"
+	"	int fd;\n"
+	"	if (port == NULL || p == NULL)\n"
+	"		return;\n"
+	"	a.sin_port = htons((unsigned short)atoi(port));\n"
+	"	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);\n"
+	"	fd = socket(AF_INET, SOCK_STREAM, 0);\n"
+	"	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)\n"
+	"		return;\n"
+	"	if (write(fd, \"early\", 5) == 5 && recv(fd, buf, 5, MSG_WAITALL) == 5 &&\n"
+	"	    memcmp(buf, \"early\", 5) == 0)\n"
+	"		tbr_early_ok = 1;\n"
+	"	close(fd);\n"
+	"	if (write(atoi(p), \"k\", 1) < 0) {}\n"
+	"}\n";
+
+static int lfd;
+
+/* Echoes what each connection sends; a connection that sends "stall" gets nothing. */
+static void *echo(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		char buf[64];
+		ssize_t n;
+		int c = accept(lfd, NULL, NULL);
+
+		if (c < 0)
+			return NULL;
+		while ((n = read(c, buf, sizeof(buf))) > 0)
+			if (strncmp(buf, "stall", 5) != 0 && write(c, buf, (size_t)n) != n)
+				break;
+		close(c);
+	}
+}
+
+static void child(int port)
+{
+	extern int tbr_early_ok __attribute__((weak));
+	int fd = tbr_connect(port);
+	double t0 = tbt_now_ms(), ms;
+	char c;
+	ssize_t r;
+
+	TBR_CHECK(&tbr_early_ok != NULL && tbr_early_ok == 1,
+		  "the early library's exchange before timebox's constructor failed");
+	TBR_CHECK(write(fd, "stall", 5) == 5, "write: %s", strerror(errno));
+	r = read(fd, &c, 1);
+	ms = tbt_now_ms() - t0;
+	TBR_CHECK(r == -1 && errno == ETIMEDOUT && ms >= 300 && ms < 2000,
+		  "stalled read after start-up: %zd %s after %.0f ms", r, tbt_errno_name(errno), ms);
+	exit(0);
+}
+
+int main(int argc, char **argv)
+{
+	char dir[] = "/tmp/tbr-early-XXXXXX", cmd[512], lib[256], order[2][600], pipe_s[16],
+	     port_s[16], buf[4096];
+	const char *tb = getenv("TBR_PRELOAD");
+	int port, p[2], status;
+	pthread_t t;
+
+	if (getenv("TBR_EARLY_CHILD") != NULL) {
+		port = atoi(getenv("TBR_EARLY_PORT"));
+		child(port);
+	}
+	(void)argc;
+	if (tb == NULL || *tb == '\0')
+		tbr_skip("TBR_PRELOAD is not set (run through tests/regress/run.sh)");
+	TBR_CHECK(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
+	snprintf(cmd, sizeof(cmd), "%s/early.c", dir);
+	{
+		FILE *f = fopen(cmd, "w");
+
+		TBR_CHECK(f != NULL, "fopen: %s", strerror(errno));
+		fputs(early_c, f);
+		fclose(f);
+	}
+	snprintf(lib, sizeof(lib), "%s/libtbr_early.so", dir);
+	snprintf(cmd, sizeof(cmd), "cc -shared -fPIC -O1 -o %s %s/early.c", lib, dir);
+	if (system(cmd) != 0)
+		tbr_skip("cannot build the test library with cc");
+	lfd = tbr_listen(&port);
+	pthread_create(&t, NULL, echo, NULL);
+	/* tb may hold a sanitizer runtime first: keep it first in both orders. */
+	{
+		const char *sp = strrchr(tb, ' ');
+
+		if (sp == NULL) {
+			snprintf(order[0], sizeof(order[0]), "%s %s", lib, tb);
+		} else {
+			snprintf(order[0], sizeof(order[0]), "%.*s %s %s", (int)(sp - tb), tb, lib,
+				 sp + 1);
+		}
+		snprintf(order[1], sizeof(order[1]), "%s %s", tb, lib);
+	}
+	for (int k = 0; k < 2; k++) {
+		pid_t pid;
+		ssize_t n;
+
+		TBR_CHECK(pipe(p) == 0, "pipe: %s", strerror(errno));
+		pid = fork();
+		TBR_CHECK(pid >= 0, "fork: %s", strerror(errno));
+		if (pid == 0) {
+			close(p[0]);
+			snprintf(pipe_s, sizeof(pipe_s), "%d", p[1]);
+			snprintf(port_s, sizeof(port_s), "%d", port);
+			setenv("TBR_EARLY_PIPE", pipe_s, 1);
+			setenv("TBR_EARLY_PORT", port_s, 1);
+			setenv("TBR_EARLY_CHILD", "1", 1);
+			setenv("TIMEBOX_READ_TIMEOUT", "300ms", 1);
+			setenv("LD_PRELOAD", order[k], 1);
+			execv("/proc/self/exe", argv);
+			_exit(127);
+		}
+		close(p[1]);
+		n = 0;
+		for (ssize_t r; (r = read(p[0], buf + n, sizeof(buf) - 1 - (size_t)n)) > 0;)
+			n += r;
+		close(p[0]);
+		buf[n] = '\0';
+		TBR_CHECK(waitpid(pid, &status, 0) == pid, "waitpid: %s", strerror(errno));
+		TBR_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			  "LD_PRELOAD=\"%s\": the program %s %d", order[k],
+			  WIFSIGNALED(status) ? "died of signal" : "exited",
+			  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+		TBR_CHECK(strchr(buf, 'k') != NULL, "order %d: the early constructor did not finish",
+			  k);
+		fprintf(stderr, "order %d: ok, calloc wrote %zu bytes during start-up\n", k,
+			(size_t)n - 1);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	TBR_CHECK(system(cmd) == 0, "%s", cmd);
+	return 0;
+}
