@@ -60,8 +60,10 @@ static void on_signal(int sig)
 	if (w->side_fd >= 0) {
 		ssize_t r = send(w->side_fd, "sig!", 4, MSG_DONTWAIT | MSG_NOSIGNAL);
 
-		if (r > 0)
+		if (r > 0) {
 			w->side_sent += (uint64_t)r;
+			w->side_last = (uint64_t)now_ns();
+		}
 		else
 			atomic_fetch_add(&cnt.side_err[errno == EAGAIN ? 0 : errno == ETIMEDOUT ? 1 : 2], 1);
 	}
@@ -235,7 +237,9 @@ static bool make_req(struct worker *w, int kind, struct req *q)
 		return false;
 	case K_SINK:
 		q->chunk = rnd(s, 4096, 16384);
-		q->gap_ms = rnd(s, 1, cfg.write_ms / 8);
+		/* What is queued when the last send returns (up to ~64 KiB) drains within a
+		 * third of the first_byte limit: the answer comes in time. */
+		q->gap_ms = rnd(s, 1, 1 + rd * q->chunk / (3 * 65536));
 		q->upload_len = q->chunk * rnd(s, 4, 64);
 		if (q->upload_len / q->chunk * q->gap_ms > dl / 4)
 			q->upload_len = q->chunk * (dl / 4 / q->gap_ms);
@@ -300,6 +304,7 @@ void call(struct worker *w, int kind, int fam, int mode, int want_fd)
 	rec.chain_start = w->chain_start;
 	rec.t_start = now_ns();
 	rec.tid = w->tid;
+	rec.side_last = (int64_t)w->side_last;
 	rec.in_window = w->last_cut[kind] != 0 &&
 			rec.t_start < w->last_cut[kind] + 2 * (int64_t)cfg.deadline_ms * 1000000;
 	if (mode == M_WAITED) {
@@ -330,8 +335,8 @@ void call(struct worker *w, int kind, int fam, int mode, int want_fd)
 		fd = d;
 		atomic_fetch_add(&cnt.dups, 1);
 	} else if (mode == M_DUP2 && (vfd = open_victim(w, &victim)) >= 0) {
-		dup2(fd, vfd); /* over a live governed connection */
 		victim.t_close = victim.t_end = now_ns();
+		dup2(fd, vfd); /* over a live governed connection */
 		put_rec(&victim);
 		close(fd);
 		fd = vfd;
@@ -358,13 +363,16 @@ void call(struct worker *w, int kind, int fam, int mode, int want_fd)
 			atomic_fetch_add(&cnt.eagain_bad, 1);
 	}
 	rec.stage = ST_RECV;
+	rec.t_sent = now_ns();
 	if (mode == M_WAITED) { /* one read, signals blocked: the fd is not ours afterwards */
 		ssize_t r;
 
-		atomic_store(&w->waited_fd, fd);
+		w->waited_num = fd;
+		atomic_store(&w->wait_state, WS_READING);
 		r = read(fd, buf, 1);
 		err = r < 0 ? errno : 0;
-		atomic_store(&w->waited_fd, -1);
+		rec.t_end = now_ns();
+		atomic_store(&w->wait_state, WS_RETURNED);
 		fd = -1;
 		goto done;
 	}
@@ -386,11 +394,16 @@ void call(struct worker *w, int kind, int fam, int mode, int want_fd)
 			atomic_fetch_add(&cnt.eagain_bad, 1);
 	}
 done:
-	rec.t_end = now_ns();
+	if (mode == M_WAITED && atomic_load(&w->wait_state) == WS_PENDING)
+		atomic_store(&w->wait_state, WS_NONE); /* no read: the fd stays ours */
+	if (mode == M_REUSE_DUP2 && fd != want_fd)
+		close(want_fd); /* no dup2 over it happened: take it away all the same */
+	if (rec.t_end == 0)
+		rec.t_end = now_ns();
 	rec.err = err;
-	if (fd >= 0) {
-		close(fd);
+	if (fd >= 0) { /* the FIN leaves inside close: the time is taken before it */
 		rec.t_close = now_ns();
+		close(fd);
 	}
 	unwatch(w);
 	free(buf);
@@ -610,7 +623,6 @@ int client_main(int argc, char **argv)
 	for (int i = 0; i < nworkers; i++) {
 		workers[i].rng = cfg.seed * 1000003 + (uint64_t)i;
 		workers[i].side_fd = -1;
-		workers[i].waited_fd = -1;
 		pthread_create(&workers[i].th, NULL, worker_main, &workers[i]);
 	}
 	for (int i = 0; i < nsp; i++) {

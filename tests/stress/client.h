@@ -10,6 +10,7 @@
 
 enum family { F_RW, F_SR, F_V, F_MSG, F_POLL, F_SELECT, F_PPOLL, F_WAITALL, F_PEEK, NFAM };
 enum mode { M_PLAIN, M_DUP, M_DUP2, M_WAITED, M_REUSE_DUP2 };
+enum { WS_PENDING, WS_READING, WS_RETURNED, WS_NONE };
 
 struct cfg {
 	int threads, secs, ports[NKIND];
@@ -27,7 +28,11 @@ struct worker {
 	int side_fd;                          /* what this thread's handlers send on */
 	uint64_t side_id, side_sent;
 	atomic_uint norestart;                /* handlers without SA_RESTART run so far */
-	atomic_int waited_fd;                 /* M_WAITED: the fd in the one read */
+	/* M_WAITED, handed to a closer: the fd of the one read, and where the call is.
+	 * The closer owns the fd once the state is past WS_PENDING (unless WS_NONE). */
+	atomic_int wait_state, closer_busy;
+	int waited_num;
+	uint64_t side_last;                   /* when a handler last sent on side_fd (ns) */
 	bool tainted;                         /* the last call failed: its deadline lives on */
 	int64_t chain_start;
 	int64_t last_cut[NKIND];              /* retry_window: that destination may fail fast */

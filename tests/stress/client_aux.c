@@ -79,8 +79,9 @@ bool closer_push(struct worker *w)
 		bool ok = false;
 
 		pthread_mutex_lock(&c->mu);
-		if (c->target == NULL) {
-			atomic_store(&w->waited_fd, -1);
+		if (c->target == NULL && atomic_load(&w->closer_busy) == 0) {
+			atomic_store(&w->wait_state, WS_PENDING);
+			atomic_store(&w->closer_busy, 1);
 			c->target = w;
 			c->at = now_ns() + (int64_t)rnd(&w->rng, cfg.read_ms / 8,
 							cfg.read_ms * 3 / 2) * 1000000;
@@ -112,9 +113,13 @@ static void *closer_main(void *arg)
 		int fd, how = (int)rnd(&c->w.rng, 0, 2);
 
 		pthread_mutex_unlock(&c->mu);
-		while ((fd = atomic_load(&t->waited_fd)) < 0)
+		while (atomic_load(&t->wait_state) == WS_PENDING)
 			usleep(1000);
-		while (now_ns() < c->at || (atomic_load(&t->waited_fd) >= 0 && task_state(t->tid) != 'S'))
+		if (atomic_load(&t->wait_state) == WS_NONE)
+			goto next; /* the call failed before its read: nothing to take away */
+		fd = t->waited_num;
+		while (now_ns() < c->at || (atomic_load(&t->wait_state) == WS_READING &&
+					    task_state(t->tid) != 'S'))
 			usleep(2000);
 		atomic_fetch_add(&cnt.closes_waited[how], 1);
 		if (how == 2) {
@@ -126,8 +131,10 @@ static void *closer_main(void *arg)
 				syscall(SYS_close_range, (unsigned)fd, (unsigned)fd, 0u);
 			call(&c->w, K_NORMAL, (int)rnd(&c->w.rng, 0, F_PPOLL), M_PLAIN, fd);
 		}
-		while (atomic_load(&t->waited_fd) >= 0) /* the target's record is its own */
+		while (atomic_load(&t->wait_state) == WS_READING) /* its record is its own */
 			usleep(1000);
+next:
+		atomic_store(&t->closer_busy, 0);
 		pthread_mutex_lock(&c->mu);
 		c->target = NULL;
 	}
@@ -142,7 +149,6 @@ void closers_start(void)
 		pthread_cond_init(&closers[i].cv, NULL);
 		closers[i].w.rng = cfg.seed ^ (0xc105e0ull + (uint64_t)i);
 		closers[i].w.side_fd = -1;
-		closers[i].w.waited_fd = -1;
 		pthread_create(&closers[i].th, NULL, closer_main, &closers[i]);
 	}
 }
@@ -290,7 +296,7 @@ static double uptime_s(void)
 
 void warm_up(void)
 {
-	static struct worker w0 = { .side_fd = -1, .waited_fd = -1 };
+	static struct worker w0 = { .side_fd = -1 };
 
 	w0.rng = cfg.seed;
 	call(&w0, K_NORMAL, F_RW, M_PLAIN, -1);
@@ -315,7 +321,7 @@ unsigned long count_fds(void)
 /* The library's thread over the whole run, then over 3 s with resting connections. */
 void idle_window(void)
 {
-	struct worker w = { .side_fd = -1, .waited_fd = -1, .rng = cfg.seed ^ 77 };
+	struct worker w = { .side_fd = -1, .rng = cfg.seed ^ 77 };
 	double start, hz = (double)sysconf(_SC_CLK_TCK);
 	long t0 = lib_ticks(&start), t1;
 	int fds[8];

@@ -163,6 +163,7 @@ static void *serve(void *arg)
 		sleep_ms(q.delay_ms);
 		if ((float)(now_ns() - last) / 1e6f > r->max_gap_ms)
 			r->max_gap_ms = (float)(now_ns() - last) / 1e6f;
+		r->t_first = now_ns();
 		if (send_full(fd, &h, sizeof(h)) < 0 || send_payload(fd, q.seed, 0, q.resp_len) < 0)
 			goto eof;
 		break;
@@ -176,6 +177,8 @@ static void *serve(void *arg)
 
 			if (gap > r->max_gap_ms)
 				r->max_gap_ms = gap;
+			if (r->t_first == 0)
+				r->t_first = now_ns();
 			if (send_payload(fd, q.seed, off, k) < 0)
 				goto eof;
 			last = now_ns();

@@ -35,7 +35,8 @@ struct srec {
 	uint8_t kind, seen, eof_kind;     /* eof_kind: 1 FIN, 2 RST/error */
 	uint8_t done;                     /* the server finished its answer */
 	float max_gap_ms;                 /* the longest pause the server really made */
-	int64_t t_accept, t_done, t_eof;  /* CLOCK_MONOTONIC ns (shared by all processes) */
+	int64_t t_accept, t_first, t_done, t_eof; /* CLOCK_MONOTONIC ns, shared by processes;
+					   * t_first: the answer's first byte sent */
 	uint64_t side_bytes;
 };
 
@@ -45,7 +46,8 @@ struct crec {
 	uint8_t kind, family, healthy, tainted, how_closed, flags, in_window, stage;
 	int32_t err;                      /* 0: answer complete and verified */
 	int32_t tid, fd;                  /* to find the library's log line */
-	int64_t t_start, t_end, t_close, chain_start;
+	int64_t t_start, t_sent, t_end, t_close, chain_start; /* t_sent: request's last byte */
+	int64_t side_last;                /* a handler's last send on the side stream */
 	uint64_t bytes;
 };
 enum { CL_SELF, CL_OTHER, CL_DUP2, CL_RANGE }; /* how_closed */
