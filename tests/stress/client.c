@@ -25,12 +25,18 @@
 struct cfg cfg;
 struct counters cnt;
 static atomic_uint_fast64_t next_id = 1;
-static atomic_int stopping;
+atomic_int stopping;
 static int rec_fd = -1;
 static __thread struct worker *self;
+
+void set_self(struct worker *w)
+{
+	self = w;
+	w->tid = (pid_t)syscall(SYS_gettid);
+	register_own_thread();
+}
 struct worker *workers;
 int nworkers;
-extern char **environ;
 
 static const char *const fam_names[NFAM] = { "read", "recv", "readv", "recvmsg", "poll",
 					     "select", "ppoll", "waitall", "peek" };
@@ -475,9 +481,7 @@ static void *worker_main(void *arg)
 	struct req q = { .magic = REQ_MAGIC, .kind = K_SIDE };
 	static const int weight[NKIND] = { 30, 14, 8, 6, 12, 10, 0, 3 };
 
-	self = w;
-	w->tid = (pid_t)syscall(SYS_gettid);
-	register_own_thread();
+	set_self(w);
 	w->side_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	w->side_id = q.conn_id = atomic_fetch_add(&next_id, 1);
 	if (w->side_fd < 0 || do_connect(w, w->side_fd, cfg.ports[K_SIDE]) != 0 ||
@@ -507,87 +511,6 @@ static void *worker_main(void *arg)
 	w->side_fd = -1; /* a handler from now on sends nothing */
 	atomic_signal_fence(memory_order_seq_cst);
 	close(fd);
-	return NULL;
-}
-
-static void *signaller(void *arg)
-{
-	uint64_t rng = cfg.seed ^ 0x5151;
-
-	(void)arg;
-	register_own_thread();
-	while (!atomic_load(&stopping)) {
-		struct worker *w = &workers[rnd(&rng, 0, (uint32_t)nworkers - 1)];
-		int sig = rnd(&rng, 0, 1) ? SIGUSR1 : SIGUSR2;
-
-		usleep(rnd(&rng, 200, 2000));
-		if (w->tid != 0 && pthread_kill(w->th, sig) == 0)
-			atomic_fetch_add(&cnt.signals[sig == SIGUSR2], 1);
-	}
-	return NULL;
-}
-
-/* Children of every kind, each doing one governed exchange (or none, for a bare exec). */
-static void *spawner(void *arg)
-{
-	struct worker *w = arg;
-	char port[16], seed[24], self_exe[64] = "/proc/self/exe";
-	char arg0[] = "stress", arg1[] = "--child";
-	char *cargv[] = { arg0, arg1, port, seed, NULL };
-	pid_t pid = -1;
-	int status;
-
-	self = w;
-	w->tid = (pid_t)syscall(SYS_gettid);
-	register_own_thread();
-	snprintf(port, sizeof(port), "%d", cfg.ports[K_NORMAL]);
-	while (!atomic_load(&stopping)) {
-		uint32_t how = rnd(&w->rng, 0, 4);
-
-		snprintf(seed, sizeof(seed), "%llu", (unsigned long long)splitmix(&w->rng));
-		usleep(rnd(&w->rng, 5000, 50000));
-		watch(w, "spawn", cfg.deadline_ms + cfg.slack_ms + 5000);
-		switch (how) {
-		case 0: /* fork, no exec: the child's library runs on a copy of our state */
-			pid = fork();
-			if (pid == 0)
-				_exit(child_exchange(cfg.ports[K_NORMAL], strtoull(seed, NULL, 10)));
-			atomic_fetch_add(&cnt.forks, 1);
-			break;
-		case 1:
-			pid = fork();
-			if (pid == 0) {
-				execve(self_exe, cargv, environ);
-				_exit(127);
-			}
-			atomic_fetch_add(&cnt.fork_execs, 1);
-			break;
-		case 2:
-		case 3: /* vfork + exec; 3 is python's subprocess: close_range in the child */
-			pid = vfork();
-			if (pid == 0) {
-				if (how == 3)
-					syscall(SYS_close_range, 3u, ~0u, 0u);
-				execve(self_exe, cargv, environ);
-				_exit(127);
-			}
-			atomic_fetch_add(&cnt.vforks[how == 3], 1);
-			break;
-		case 4:
-			if (posix_spawn(&pid, self_exe, NULL, NULL, cargv, environ) != 0)
-				pid = -1;
-			atomic_fetch_add(&cnt.spawns, 1);
-			break;
-		}
-		while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
-			;
-		unwatch(w);
-		if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-			if (atomic_fetch_add(&cnt.child_fail, 1) < 5)
-				fprintf(stderr, "stress: child (how %u) ended with status %#x\n",
-					how, status);
-		}
-	}
 	return NULL;
 }
 

@@ -51,6 +51,11 @@ extern struct counters cnt;
 extern struct worker *workers;
 extern int nworkers;
 
+extern atomic_int stopping;
+
+void set_self(struct worker *w);
+void *signaller(void *arg);
+void *spawner(void *arg);
 void watch(struct worker *w, const char *what, int64_t bound_ms);
 void unwatch(struct worker *w);
 void call(struct worker *w, int kind, int fam, int mode, int want_fd);

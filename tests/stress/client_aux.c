@@ -128,7 +128,7 @@ static void *closer_main(void *arg)
 			if (how == 0)
 				close(fd);
 			else
-				syscall(SYS_close_range, (unsigned)fd, (unsigned)fd, 0u);
+				close_range((unsigned)fd, (unsigned)fd, 0);
 			call(&c->w, K_NORMAL, (int)rnd(&c->w.rng, 0, F_PPOLL), M_PLAIN, fd);
 		}
 		while (atomic_load(&t->wait_state) == WS_READING) /* its record is its own */
@@ -191,6 +191,12 @@ static void check_one(struct worker *w, const char *who, int i, int64_t now)
 	fprintf(stderr, "stress: HANG: %s %d (tid %d) in %s for %lld ms (bound %lld ms)\n", who,
 		i, (int)w->tid, w->what, (long long)((now - since) / 1000000),
 		(long long)(bound / 1000000));
+	FILE *f = fopen(cfg.out_sum, "we"); /* the parent's table says why we abort */
+
+	if (f != NULL) {
+		fprintf(f, "hang 1\n");
+		fclose(f);
+	}
 	dump_stacks();
 	abort();
 }
