@@ -204,7 +204,9 @@ static void judge(const char *out, const char *logpath, int status)
 			over++;
 		if (r.err == ETIMEDOUT && (r.healthy || r.kind == K_RESET)) {
 			int why = r.in_window ? 1 : r.tainted && r.t_end >= r.chain_start + D ? 2 :
-				  r.t_end - r.t_start >= D ? 3 : v && v->max_gap_ms >= lim ? 4 :
+				  r.t_end - r.t_start >= D ? 3 :
+				  r.stage == ST_CONNECT && r.t_end - r.t_start >=
+				  (int64_t)cfg.connect_ms * 1000000 ? 3 : v && v->max_gap_ms >= lim ? 4 :
 				  r.stage == ST_RECV && v && (v->t_first == 0 || v->t_first - r.t_sent >=
 				  (int64_t)cfg.read_ms * 1000000) ? 4 : 0;
 
@@ -297,7 +299,8 @@ static void judge(const char *out, const char *logpath, int status)
 	       sum_get(path, "fd_reuse"), sum_get(path, "dups"), sum_get(path, "bytes"),
 	       sum_get(path, "eintr_ok"), sum_get(path, "eagain_checks"), tmo, gates);
 	printf("  healthy-kind calls cut for a reason (not violations): %llu: retry_window %llu, "
-	       "a failed attempt's deadline %llu, ran past the deadline %llu, server slower than "
+	       "a failed attempt's deadline %llu, ran past the limit that cut it (a loaded machine) "
+	       "%llu, server slower than "
 	       "the limit %llu\n", excused, excuse[1], excuse[2], excuse[3], excuse[4]);
 	printf("\ninvariant                            state count\n");
 	snprintf(line, sizeof(line), "exit status %#x", status);
