@@ -288,6 +288,16 @@ static int open_victim(struct worker *w, struct crec *v)
 	return fd;
 }
 
+/* The one read of an fd another thread takes away meanwhile (and whose number others
+ * reuse at once): by name, so that tests/stress/tsan.supp can say the race is intended. */
+__attribute__((noinline)) static ssize_t waited_read(int fd, unsigned char *buf)
+{
+	ssize_t r = read(fd, buf, 1);
+
+	atomic_signal_fence(memory_order_seq_cst); /* no tail call: the frame stays named */
+	return r;
+}
+
 void call(struct worker *w, int kind, int fam, int mode, int want_fd)
 {
 	struct crec rec = { 0 }, victim;
@@ -310,6 +320,7 @@ void call(struct worker *w, int kind, int fam, int mode, int want_fd)
 	rec.chain_start = w->chain_start;
 	rec.t_start = now_ns();
 	rec.tid = w->tid;
+	rec.mode = mode;
 	rec.side_last = (int64_t)w->side_last;
 	rec.in_window = w->last_cut[kind] != 0 &&
 			rec.t_start < w->last_cut[kind] + 2 * (int64_t)cfg.deadline_ms * 1000000;
@@ -337,18 +348,29 @@ void call(struct worker *w, int kind, int fam, int mode, int want_fd)
 	if (mode == M_DUP) { /* carry on through a duplicate, the original closed */
 		int d = rnd(&w->rng, 0, 1) ? dup(fd) : fcntl(fd, F_DUPFD_CLOEXEC, 0);
 
+		if (d < 0) {
+			err = errno;
+			goto done;
+		}
 		close(fd);
 		fd = d;
 		atomic_fetch_add(&cnt.dups, 1);
 	} else if (mode == M_DUP2 && (vfd = open_victim(w, &victim)) >= 0) {
 		victim.t_close = victim.t_end = now_ns();
-		dup2(fd, vfd); /* over a live governed connection */
+		if (dup2(fd, vfd) != vfd) { /* over a live governed connection */
+			err = errno;
+			close(vfd);
+			goto done;
+		}
 		put_rec(&victim);
 		close(fd);
 		fd = vfd;
 		atomic_fetch_add(&cnt.dups, 1);
 	} else if (mode == M_REUSE_DUP2 && want_fd >= 0) { /* over the number another waits on */
-		dup2(fd, want_fd);
+		if (dup2(fd, want_fd) != want_fd) {
+			err = errno;
+			goto done;
+		}
 		close(fd);
 		fd = want_fd;
 		atomic_fetch_add(&cnt.fd_reuse, 1);
@@ -375,7 +397,7 @@ void call(struct worker *w, int kind, int fam, int mode, int want_fd)
 
 		w->waited_num = fd;
 		atomic_store(&w->wait_state, WS_READING);
-		r = read(fd, buf, 1);
+		r = waited_read(fd, buf);
 		err = r < 0 ? errno : 0;
 		rec.t_end = now_ns();
 		atomic_store(&w->wait_state, WS_RETURNED);

@@ -246,9 +246,11 @@ static void judge(const char *out, const char *logpath, int status)
 		} else if (r.err != 0 && r.err != ETIMEDOUT &&
 			   !(r.kind == K_RESET && (r.err == ECONNRESET || r.err == EPIPE))) {
 			if (unexpected++ < 10)
-				fprintf(stderr, "UNEXPECTED: conn %llu %s family %d: %s\n",
-					(unsigned long long)r.conn_id, kind_names[r.kind], r.family,
-					strerror(r.err));
+				fprintf(stderr, "UNEXPECTED: conn %llu %s family %d mode %d while %s: "
+					"%s (tid %d fd %d)\n", (unsigned long long)r.conn_id,
+					kind_names[r.kind], r.family, r.mode, r.stage == ST_CONNECT ?
+					"connecting" : r.stage == ST_SEND ? "sending" : "receiving",
+					strerror(r.err), r.tid, r.fd);
 		}
 		if (r.err == 0 && v && v->seen && v->t_eof && r.t_close &&
 		    v->t_eof < r.t_close - 2000000 && wrong++ < 10)

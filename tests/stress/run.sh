@@ -13,7 +13,8 @@ address) preload="$(${CC:-cc} -print-file-name=libasan.so) $lib"
 undefined) preload="$(${CC:-cc} -print-file-name=libubsan.so) $lib"
 	export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ;;
 thread) preload="$(${CC:-cc} -print-file-name=libtsan.so) $lib"
-	export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=0 exitcode=66}" ;;
+	# die_after_fork=0: a forked child (no exec) starts the library's watchdog thread.
+	export TSAN_OPTIONS="${TSAN_OPTIONS:-exitcode=66 die_after_fork=0 suppressions=$(cd "$(dirname "$0")" && pwd)/tsan.supp}" ;;
 *) echo "run.sh: TB_SANITIZE=$TB_SANITIZE: expected address, undefined or thread" >&2; exit 2 ;;
 esac
 export STRESS_PRELOAD="$preload"

@@ -46,6 +46,7 @@ struct crec {
 	uint8_t kind, family, healthy, tainted, how_closed, flags, in_window, stage;
 	int32_t err;                      /* 0: answer complete and verified */
 	int32_t tid, fd;                  /* to find the library's log line */
+	int32_t mode;                     /* enum mode (client.h) */
 	int64_t t_start, t_sent, t_end, t_close, chain_start; /* t_sent: request's last byte */
 	int64_t side_last;                /* a handler's last send on the side stream */
 	uint64_t bytes;
