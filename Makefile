@@ -1,6 +1,7 @@
 # timebox - one Makefile for the library, the launcher, the tests, the demo and the bench.
 #   make                      build/lib/libtimebox.so and build/bin/timebox
-#   make test                 unit tests (cmocka), the exports check, then end-to-end tests
+#   make test                 unit tests (cmocka), the exports check, regress, stress-short, e2e
+#   make stress               minutes of 200 threads against a fault server (tests/stress/)
 #   make demo                 the fault server against a legacy client, without and with timebox
 #   make bench [QUICK=1]      benchmarks against native and a HAProxy sidecar -> docs/benchmarks.md
 #   make install [PREFIX=/usr/local] [DESTDIR=...]   and make uninstall
@@ -52,7 +53,7 @@ REGRESS_BINS := $(patsubst %.c,$(BUILD)/%,$(REGRESS_C))
 BENCH_C   := $(wildcard tests/bench/*.c)
 BENCH_BINS := $(patsubst %.c,$(BUILD)/%,$(BENCH_C))
 
-.PHONY: all test unit regress e2e demo bench clean deps-check deps-test install uninstall \
+.PHONY: all test unit regress e2e stress stress-short demo bench clean deps-check deps-test install uninstall \
 	check-exports
 
 # Installed layout (make install PREFIX=/usr/local DESTDIR=/tmp/stage). The launcher finds
@@ -129,6 +130,14 @@ $(BUILD)/tests/regress/%: tests/regress/%.c tests/regress/regress.h tests/e2e/tb
 	@mkdir -p $(dir $@)
 	$(CC) $(E2E_CFLAGS) -o $@ $< -pthread -ldl
 
+# The stress driver (tests/stress/): an ordinary program like the regression programs; it
+# runs its client half under the library (tests/stress/run.sh puts a sanitizer first).
+STRESS_C := $(wildcard tests/stress/*.c)
+STRESS   := $(BUILD)/tests/stress/stress
+$(STRESS): $(STRESS_C) $(wildcard tests/stress/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(E2E_CFLAGS) -o $@ $(STRESS_C) -pthread
+
 # Benchmark programs: like the end-to-end helpers, optimised and never sanitized.
 $(BUILD)/tests/bench/%: tests/bench/%.c
 	@mkdir -p $(dir $@)
@@ -164,6 +173,14 @@ check-exports: $(LIB)
 regress: all $(REGRESS_BINS)
 	@TB_SANITIZE=$(SANITIZE) tests/regress/run.sh $(BUILD) $(REGRESS_FILTER)
 
+# make stress: 200 threads for 4 minutes; stress-short: 50 threads for 30 s (in make test).
+# STRESS_ARGS adds options (--seed N to replay a run, --threads, --secs, --slack MS).
+stress: all $(STRESS)
+	@TB_SANITIZE=$(SANITIZE) timeout -k 5 600 tests/stress/run.sh $(BUILD) $(STRESS_ARGS)
+
+stress-short: all $(STRESS)
+	@TB_SANITIZE=$(SANITIZE) timeout -k 5 120 tests/stress/run.sh $(BUILD) --short $(STRESS_ARGS)
+
 e2e: all $(E2E_BINS) $(BUILD)/tests/e2e/clients/blockcli_fortify $(BENCH_BINS)
 	@TB_BUILD=$(BUILD) TB_SANITIZE=$(SANITIZE) python3 tests/e2e/run.py $(E2E_ARGS)
 
@@ -171,6 +188,7 @@ test: deps-test
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory check-exports
 	@$(MAKE) --no-print-directory regress
+	@$(MAKE) --no-print-directory stress-short
 	@$(MAKE) --no-print-directory e2e
 
 demo: deps-check all $(E2E_BINS)

@@ -1,0 +1,90 @@
+/* connect_cut_early.c - a connect cut before it reaches the kernel must still end.
+ *
+ * What happens: connect_marked() arms the connect phase, then calls the real connect().
+ * If the thread is descheduled in between for longer than connect_timeout (200 threads on
+ * 2 cores: make stress saw it once in ~7,500 blackholed connects), the watchdog expires the
+ * socket and shuts it down while it is still unconnected - which does nothing to the
+ * connect() that follows. That connect then sends its SYN to a peer that drops it and
+ * blocks for the kernel's SYN retries (~127 s); the socket is already EXPIRED, so the
+ * watchdog never looks at it again. The log even says event=timeout phase=connect.
+ * make stress: "HANG: worker 121 in connect for 4982 ms (bound 4894 ms)", stack in
+ * __libc_connect <- connect_marked (shim/hooks_conn.c:94), the watchdog idle in its futex.
+ * The sequence, made deterministic: a second preload library (this file built with
+ * -DDELAY_LIB) puts 500 ms between the library's arming and the kernel's connect, as a
+ * preemption would; TIMEBOX_CONNECT_TIMEOUT=200ms; connect to a listener whose accept
+ * queue is full (SYNs dropped). It must fail with ETIMEDOUT within ~1 s, not hang.
+ *
+ * Not built by make regress (the defect is open). Build and run from the top directory:
+ *   cc -std=c11 -D_GNU_SOURCE -O2 -shared -fPIC -DDELAY_LIB -o /tmp/cce_delay.so \
+ *      tests/stress/found/connect_cut_early.c -ldl
+ *   cc -std=c11 -D_GNU_SOURCE -O2 -o /tmp/cce tests/stress/found/connect_cut_early.c
+ *   TBR_PRELOAD="$PWD/build/lib/libtimebox.so /tmp/cce_delay.so" /tmp/cce   # 0: absent, 1: present
+ */
+#ifdef DELAY_LIB
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
+
+int connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	static int (*real)(int, const struct sockaddr *, socklen_t);
+	struct timespec ts = { 0, 500 * 1000000 };
+
+	if (real == NULL)
+		real = (int (*)(int, const struct sockaddr *, socklen_t))dlsym(RTLD_NEXT, "connect");
+	if (getenv("CCE_DELAY") != NULL)
+		nanosleep(&ts, NULL); /* descheduled between the hook and the kernel */
+	return real(fd, sa, len);
+}
+#else
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+
+#include "../../regress/regress.h"
+
+static void on_alarm(int sig)
+{
+	static const char m[] = "FAIL: connect still blocked 5 s after its 200 ms limit\n";
+
+	(void)sig;
+	if (write(2, m, sizeof(m) - 1) < 0)
+		_exit(1);
+	_exit(1);
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int port, lfd, fd, r, err;
+	double t0;
+
+	(void)argc;
+	tbr_preload_self(argv, "TIMEBOX_CONNECT_TIMEOUT=200ms", NULL);
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	socklen_t len = sizeof(a);
+	TBR_CHECK(bind(lfd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(lfd, 0) == 0 &&
+		  getsockname(lfd, (struct sockaddr *)&a, &len) == 0, "listener");
+	port = ntohs(a.sin_port);
+	for (int i = 0; i < 16; i++) { /* fill the accept queue: SYNs are dropped from then on */
+		struct pollfd p = { .events = POLLOUT };
+
+		p.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		if (connect(p.fd, (struct sockaddr *)&a, sizeof(a)) < 0 && errno == EINPROGRESS &&
+		    poll(&p, 1, 100) == 0) /* under the limit: never cut */
+			break;
+	}
+	(void)port;
+	signal(SIGALRM, on_alarm);
+	alarm(5);
+	setenv("CCE_DELAY", "1", 1);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	t0 = tbt_now_ms();
+	r = connect(fd, (struct sockaddr *)&a, sizeof(a));
+	err = errno;
+	TBR_CHECK(r < 0 && err == ETIMEDOUT, "connect gave %d (%s)", r, strerror(err));
+	printf("connect failed with ETIMEDOUT after %.0f ms\n", tbt_now_ms() - t0);
+	return 0;
+}
+#endif
