@@ -126,7 +126,7 @@ $(BUILD)/tests/e2e/clients/blockcli_fortify: tests/e2e/clients/blockcli.c
 
 # Regression programs: one per real defect, ordinary programs that run themselves under
 # the library (tests/regress/regress.h).
-$(BUILD)/tests/regress/%: tests/regress/%.c tests/regress/regress.h tests/e2e/tbtest.h shim/real.c shim/real.h
+$(BUILD)/tests/regress/%: tests/regress/%.c $(wildcard tests/regress/*.h) tests/e2e/tbtest.h shim/real.c shim/real.h
 	@mkdir -p $(dir $@)
 	$(CC) $(E2E_CFLAGS) -o $@ $< -pthread -ldl
 

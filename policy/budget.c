@@ -2,6 +2,8 @@
  * See budget.h for the state machine; this file only moves between its states. */
 #include "budget.h"
 
+#include <sys/socket.h>
+
 #include <stdatomic.h>
 #include <string.h>
 
@@ -87,6 +89,13 @@ static int step_locked(struct tb_budget *b, const struct tb_settings *s,
 			close_call(b); /* nothing failed: the program was elsewhere; a new call */
 		}
 	}
+	/* A step towards another destination is another call - a write-only stream's send (a
+	 * log shipper) opens a call that never gets an answer, and a request elsewhere must not
+	 * inherit what is left of it - unless it retries a failed attempt on another address
+	 * of the same service (same port: a replica behind the name). */
+	if (b->open && !tb_dest_equal(d, &b->dest) &&
+	    (!b->failed || d->port != b->dest.port || d->family == AF_UNIX))
+		close_call(b);
 	if (!b->open) {
 		if (b->fastfail_until != 0 && now < b->fastfail_until &&
 		    tb_dest_equal(d, &b->fastfail_dest)) {

@@ -13,7 +13,10 @@
  * scope=call: the budget opens at the thread's first governed operation (connect, or a send)
  * and bounds everything the thread does on governed sockets until the call completes: the
  * thread sends again after reading response bytes (the next request), or closes a socket
- * after a response. Failed attempts (refused, reset, a phase timeout) leave it open, so the
+ * after a response, or steps towards another destination (a write-only stream's sends
+ * never complete a call: another request must not inherit their deadline) - except a retry
+ * after a failed attempt towards another address with the same port (a replica of the
+ * same service behind its name). Failed attempts (refused, reset, a phase timeout) leave it open, so the
  * program's own retries spend the same deadline. When an expiry at the deadline has been
  * delivered, the budget closes and further attempts to the same destination fail at once
  * until `retry_window` has passed since the deadline. A step that comes after the deadline

@@ -127,21 +127,47 @@ TB_EXPORT int close(int fd)
 	return close_tracked(fd);
 }
 
-/* close_range over [lo, hi], skipping our internal fds. */
+/* Governed fds detached per real close_range call, at most (no allocation here). */
+#define SPAN_BATCH 64
+
+/*
+ * close_range over [lo, hi], which holds none of our internal fds. The governed fds in it
+ * are detached first (while still open, their numbers cannot be reused), the kernel then
+ * closes the range, and only then do their sockets go (a gate slot goes back only after the
+ * real close). The range is closed by one real call - or one per SPAN_BATCH governed fds:
+ * closing a governed fd on its own first would free its number while the range's call is
+ * still to come, and a number another thread got meanwhile would be closed under it.
+ */
 static int close_span(unsigned lo, unsigned hi, int flags)
 {
-	int hw = atomic_load(&tb_fd_hiwater);
+	struct tb_sock *held[SPAN_BATCH];
+	int hw = atomic_load(&tb_fd_hiwater), rc = 0;
 
-	for (unsigned fd = lo; hw >= 0 && fd <= hi && fd <= (unsigned)hw; fd++) {
-		struct tb_sock *s = detach((int)fd);
+	while (lo <= hi) {
+		unsigned end = hi;
+		int n = 0;
 
-		if (s == NULL)
-			continue;
-		quiesce(s);
-		tb_real.close((int)fd); /* before the slot goes back; close_range skips it */
-		drop(s);
+		for (unsigned fd = lo; hw >= 0 && fd <= hi && fd <= (unsigned)hw; fd++) {
+			struct tb_sock *s = detach((int)fd);
+
+			if (s == NULL)
+				continue;
+			quiesce(s);
+			held[n++] = s;
+			if (n == SPAN_BATCH) {
+				end = fd;
+				break;
+			}
+		}
+		if (tb_real.close_range(lo, end, flags) < 0)
+			rc = -1;
+		for (int k = 0; k < n; k++)
+			drop(held[k]);
+		if (end == hi)
+			break;
+		lo = end + 1;
 	}
-	return tb_real.close_range(lo, hi, flags);
+	return rc;
 }
 
 /* close_range for the process timebox set up: untracks what closes, skips our own fds. */

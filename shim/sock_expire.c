@@ -3,6 +3,7 @@
 #include "sock.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <linux/sockios.h>
 #include <linux/tcp.h>
@@ -28,12 +29,14 @@
 /* When a due read-side wait is not cut because data is queued, look again this soon. */
 #define QUEUED_RECHECK_NS (10 * TB_NS_PER_MS)
 
+/* poll, not recv(MSG_PEEK): a peek reports a pending error (ECONNRESET) by taking it, and
+ * the program's own read that follows would then see a clean end of stream - a response
+ * cut by a reset would pass for complete. poll reports it (POLLERR) and leaves it. */
 bool tb_sock_rd_ready(int fd)
 {
 	int saved = errno;
-	char c;
-	ssize_t r = tb_real.recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-	bool ready = r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+	bool ready = tb_real.poll(&p, 1, 0) == 1 && p.revents != 0 && !(p.revents & POLLNVAL);
 
 	errno = saved;
 	return ready;
@@ -324,6 +327,23 @@ void tb_sock_await_log(struct tb_sock *s)
 	errno = saved;
 }
 
+/*
+ * The connect hook arms the connect limit just before the kernel's connect(). A thread
+ * preempted between the two leaves the socket unconnected (TCP_CLOSE) when the limit falls
+ * due, and shutdown() of an unconnected socket does not stop the connect() that follows:
+ * against a peer that drops SYNs it would block for the kernel's retries (~127 s). Such a
+ * socket is looked at again 1 ms later, until the handshake has begun (SYN_SENT), which
+ * the cut does end. A refused connect is TCP_CLOSE too, but its waiter is woken by the
+ * refusal itself. Not TCP (AF_UNIX): no such window, cut at once.
+ */
+static bool connect_not_begun(int fd)
+{
+	struct tcp_info ti;
+
+	return tcp_info(fd, &ti, offsetof(struct tcp_info, tcpi_state) + 1) &&
+	       ti.tcpi_state == 7; /* TCP_CLOSE (include/net/tcp_states.h; linux/tcp.h does not name it) */
+}
+
 int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_phase phase,
 		   int fd, bool own_fd, int64_t now, int64_t *recheck)
 {
@@ -347,6 +367,11 @@ int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_p
 	}
 	if (side == TB_WR && phase == TB_PHASE_WRITE && !own_fd &&
 	    write_progressing(s, fd, now, recheck)) {
+		rc = 0;
+		goto out;
+	}
+	if (phase == TB_PHASE_CONNECT && !own_fd && connect_not_begun(fd)) {
+		*recheck = tb_at_after(now, TB_NS_PER_MS);
 		rc = 0;
 		goto out;
 	}

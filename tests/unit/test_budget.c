@@ -102,6 +102,28 @@ static void test_carries_across_failure(void **state)
 	assert_true(b.open);
 }
 
+/* A write-only stream (a log shipper) opens a call that no answer ever completes: a request
+ * to another destination is a call of its own, not the rest of that one. A retry towards
+ * another address after a failed attempt still spends the same deadline. */
+static void test_other_destination_opens_a_new_call(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest logs = dest_v4("10.0.0.9", 514), a = dest_v4("10.0.0.1", 80),
+		       a2 = dest_v4("10.0.0.2", 80);
+
+	(void)state;
+	settings(&s, 300 * MS);
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &logs, T0, T0, T0 + 300 * MS);
+	expect_go(&b, &s, &a, T0 + 200 * MS, T0 + 200 * MS, T0 + 500 * MS);
+	tb_budget_on_failure(&b, &s); /* refused: the retry goes to another address */
+	expect_go(&b, &s, &a2, T0 + 250 * MS, T0 + 200 * MS, T0 + 500 * MS);
+	/* the program gives up on that service and calls another one: a call of its own */
+	tb_budget_on_failure(&b, &s);
+	expect_go(&b, &s, &logs, T0 + 260 * MS, T0 + 260 * MS, T0 + 560 * MS);
+}
+
 static void test_failure_after_response_keeps_call(void **state)
 {
 	struct tb_settings s;
@@ -604,6 +626,7 @@ int main(void)
 		cmocka_unit_test(test_opens_at_first_step),
 		cmocka_unit_test(test_carries_across_failure),
 		cmocka_unit_test(test_failure_after_response_keeps_call),
+		cmocka_unit_test(test_other_destination_opens_a_new_call),
 		cmocka_unit_test(test_response_then_step_opens_new_call),
 		cmocka_unit_test(test_response_then_close_opens_fresh),
 		cmocka_unit_test(test_response_ignored_when_closed),

@@ -14,6 +14,7 @@
 #include <linux/sockios.h>
 #include <linux/tcp.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -154,6 +155,7 @@ static int setup(void **state)
 	set.first_byte_ns = 1 * S;
 	set.write_ns = 800 * MS;
 	tb_real.recv = recv;
+	tb_real.poll = poll;
 	tb_real.ioctl = ioctl;
 	tb_real.getsockopt = fake_getsockopt;
 	atomic_store(&started, 1); /* no watchdog thread: the tests drive its steps */

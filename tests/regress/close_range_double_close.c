@@ -14,32 +14,28 @@
  * close_range(N, N, 0) on a governed socket N; 100 ms later the main thread opens a pipe and
  * gets N; after A returns, the pipe must still be open.
  *
- * Not built by make regress (the defect is open). Build and run from the top directory:
- *   cc -std=c11 -D_GNU_SOURCE -O2 -shared -fPIC -DDELAY_LIB -o /tmp/crd_delay.so \
- *      tests/stress/found/close_range_double_close.c -ldl
- *   cc -std=c11 -D_GNU_SOURCE -O2 -pthread -o /tmp/crd tests/stress/found/close_range_double_close.c
- *   TBR_PRELOAD="$PWD/build/lib/libtimebox.so /tmp/crd_delay.so" /tmp/crd  # 0: absent, 1: present
+ * The fix: close_range detaches the governed fds of the range while they are still open,
+ * closes the range with the real call, and only then lets their sockets go.
  */
-#ifdef DELAY_LIB
-#include <dlfcn.h>
-#include <time.h>
-
-int close_range(unsigned first, unsigned last, int flags)
-{
-	static int (*real)(unsigned, unsigned, int);
-	struct timespec ts = { 0, 200 * 1000000 };
-
-	if (real == NULL)
-		real = (int (*)(unsigned, unsigned, int))dlsym(RTLD_NEXT, "close_range");
-	nanosleep(&ts, NULL); /* descheduled just before the system call */
-	return real(first, last, flags);
-}
-#else
 #include <fcntl.h>
 #include <pthread.h>
 #include <time.h>
 
-#include "../../regress/regress.h"
+#include "regress.h"
+#include "delaylib.h"
+
+/* The delaying library, built at run time and preloaded after timebox. */
+static const char delay_c[] =
+	"#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <time.h>\n"
+	"int close_range(unsigned first, unsigned last, int flags)\n"
+	"{\n"
+	"	static int (*real)(unsigned, unsigned, int);\n"
+	"	struct timespec ts = { 0, 200 * 1000000 };\n"
+	"	if (real == NULL)\n"
+	"		real = (int (*)(unsigned, unsigned, int))dlsym(RTLD_NEXT, \"close_range\");\n"
+	"	nanosleep(&ts, NULL); /* descheduled just before the system call */\n"
+	"	return real(first, last, flags);\n"
+	"}\n";
 
 static int victim;
 
@@ -58,7 +54,10 @@ int main(int argc, char **argv)
 	pthread_t t;
 
 	(void)argc;
+	if (getenv("TBR_CHILD") == NULL)
+		tbr_add_preload(delay_c);
 	tbr_preload_self(argv, "TIMEBOX_READ_TIMEOUT=1s", NULL);
+	tbr_remove_built();
 	lfd = tbr_listen(&port);
 	victim = tbr_connect(port); /* governed */
 	pthread_create(&t, NULL, closer, NULL);
@@ -77,4 +76,3 @@ int main(int argc, char **argv)
 	close(lfd);
 	return 0;
 }
-#endif
