@@ -126,16 +126,19 @@ static void check_reapply(const struct tb_settings *after, const struct tb_env_v
 		   var->name, value, text);
 }
 
-/* Input lines as an environment for tb_env_check_unknown. */
+/* Input lines as an environment for tb_env_check_unknown. A few lines are enough to reach
+ * every path: each TIMEBOX_ line costs up to 17 edit distances of 64 x 64. */
+#define ENV_LINES 8
+
 static void check_unknown(const char *text)
 {
-	char *copy = strdup(text), *envp[65], *save = NULL;
+	char *copy = strdup(text), *envp[ENV_LINES + 1], *save = NULL;
 	size_t n = 0, timebox = 0;
 	struct seen s = { 0, NULL, NULL };
 
 	if (copy == NULL)
 		abort();
-	for (char *line = strtok_r(copy, "\n", &save); line != NULL && n < 64;
+	for (char *line = strtok_r(copy, "\n", &save); line != NULL && n < ENV_LINES;
 	     line = strtok_r(NULL, "\n", &save)) {
 		envp[n++] = line;
 		timebox += strncmp(line, "TIMEBOX_", 8) == 0;

@@ -273,9 +273,10 @@ static void test_bad_default_keeps_the_rest(void **state)
 
 /*
  * A value longer than the parser's buffer is refused, not cut: "000...01sXYZ" (317 zeros)
- * was read as its first 319 bytes, "000...01s", so a junk duration passed for 1s. Found by
- * tests/fuzz/fuzz_config.c, which reads the defaults again through libconfig (corpus/config/
- * regress_long_value). A long value that fits is still read whole.
+ * was read as its first 319 bytes, "000...01s", so a junk duration passed for 1s. Seen
+ * while writing tests/fuzz/fuzz_config.c, whose check of the defaults against libconfig's
+ * own reading catches it (corpus/config/regress_long_value). A long value that fits is
+ * still read whole.
  */
 static void test_long_value_not_truncated(void **state)
 {
@@ -284,8 +285,8 @@ static void test_long_value_not_truncated(void **state)
 
 	(void)state;
 	memset(zeros, '0', sizeof(zeros));
-	snprintf(text, sizeof(text), "defaults = { read_timeout = \"%.317s1sXYZ\"; deadline = \"1s\"; };\n",
-		 zeros);
+	snprintf(text, sizeof(text),
+		 "defaults = { read_timeout = \"%.317s1sXYZ\"; deadline = \"1s\"; };\n", zeros);
 	c = parse(text);
 	assert_int_equal(errs.count, 1);
 	assert_string_equal(errs.key[0], "read_timeout");
