@@ -203,8 +203,9 @@ clean:
 # layer, built by clang straight from the policy sources with ASan and UBSan.
 #   make fuzz [FUZZ_SECONDS=600] [FUZZ_TARGETS="duration env"]   each target that long
 #   make fuzz-smoke                                                each target ~20 s (CI)
-# New inputs go to a temporary work directory; tests/fuzz/corpus/<target>/ only grows by
-# what is committed. A crash or a broken invariant fails the run and keeps its input.
+# The seeds in tests/fuzz/corpus/<target>/ are read only: new inputs go to
+# build/fuzz/fuzz-out/<target>/. A crash, a sanitizer report, a leak, a hang or a broken
+# invariant fails the run and keeps its input there (tests/fuzz/run.sh).
 FUZZ_CC      ?= clang-14
 FUZZ_SECONDS ?= 600
 FUZZ_TARGETS ?= duration env config match dest
