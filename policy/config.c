@@ -24,6 +24,10 @@ static const char *const extra_keys[] = {
 	[TB_FIELD_EXPECTED_P99 - TB_FIELD_ENABLED] = "expected_p99",
 };
 
+/* Room for a value's text, NUL included; the longest a setting takes is a 255-byte log path.
+ * value_text's "too long" sentence names this number. */
+#define VALUE_MAX 320
+
 static const char EFFECT_FILE[] = "file ignored";
 static const char EFFECT_RULE[] = "rule ignored";
 static const char EFFECT_SETTING[] = "setting ignored";
@@ -113,12 +117,16 @@ static void report(struct load *l, int line, const char *key, const char *value,
 }
 
 /* A setting's value as text, the way the environment would carry it ("250ms", "30",
- * "true"). Returns 0, or -1 with *why for a group or a list. */
+ * "true"). Returns 0, or -1 with *why for a group or a list, or for a string that does not
+ * fit buf (cut, "000...01sXYZ" would read as a valid "000...01s"). */
 static int value_text(const config_setting_t *st, char *buf, size_t len, const char **why)
 {
 	switch (config_setting_type(st)) {
 	case CONFIG_TYPE_STRING:
-		snprintf(buf, len, "%s", config_setting_get_string(st));
+		if ((size_t)snprintf(buf, len, "%s", config_setting_get_string(st)) >= len) {
+			*why = "too long: no setting takes a value of 320 bytes or more";
+			return -1;
+		}
 		return 0;
 	case CONFIG_TYPE_INT:
 	case CONFIG_TYPE_INT64:
@@ -259,7 +267,7 @@ static int apply_group(struct load *l, const config_setting_t *g, struct tb_reso
 	for (int i = 0; i < n; i++) {
 		const config_setting_t *st = config_setting_get_elem(g, (unsigned)i);
 		const char *key = config_setting_name(st), *why = NULL;
-		char vbuf[320];
+		char vbuf[VALUE_MAX];
 		int field;
 
 		if (key == NULL || (in_rule && strcmp(key, "match") == 0))

@@ -97,10 +97,12 @@ static void *member(struct tb_settings *s, const struct tb_env_var *var, enum tb
 
 int64_t tb_env_number(const struct tb_settings *s, const struct tb_env_var *var)
 {
-	const char *at = (const char *)s + var->field;
+	const char *at;
 
+	/* Checked first: s + TB_ENV_NO_FIELD would be an out-of-bounds pointer even unread. */
 	if (var->field == TB_ENV_NO_FIELD)
 		return -1;
+	at = (const char *)s + var->field;
 	switch (var->kind) {
 	case TB_ENV_DURATION:
 		return *(const int64_t *)(const void *)at;

@@ -2,6 +2,7 @@
 # deps.sh - the Debian packages timebox needs, checked and (as root) installed.
 # usage: tests/deps.sh check   build and test (make, make test)
 #        tests/deps.sh bench   the above plus the benchmark's tools
+#        tests/deps.sh fuzz    what make fuzz / make fuzz-smoke need (clang 14 and libFuzzer)
 # Exits 0 silently when everything is present. When something is missing it installs it if
 # running as root and TIMEBOX_NO_INSTALL is unset; otherwise it names the packages, exit 1.
 set -eu
@@ -9,12 +10,15 @@ set -eu
 CHECK_PKGS="build-essential pkg-config libconfig-dev libcmocka-dev curl wget netcat-openbsd
 redis-server redis-tools perl python3 iproute2 strace man-db php-cli php-curl php-pgsql tnftp"
 BENCH_PKGS="haproxy gnuplot-nox valgrind linux-perf"
+# libFuzzer (libclang_rt.fuzzer) ships in libclang-rt-14-dev; the config target links libconfig.
+FUZZ_PKGS="make clang-14 libclang-rt-14-dev libconfig-dev"
 
 case "${1:-}" in
 check) wanted=$CHECK_PKGS ;;
 bench) wanted="$CHECK_PKGS $BENCH_PKGS" ;;
+fuzz) wanted=$FUZZ_PKGS ;;
 *)
-	echo "usage: $0 check|bench" >&2
+	echo "usage: $0 check|bench|fuzz" >&2
 	exit 2
 	;;
 esac

@@ -271,6 +271,38 @@ static void test_bad_default_keeps_the_rest(void **state)
 	tb_config_free(c);
 }
 
+/*
+ * A value longer than the parser's buffer is refused, not cut: "000...01sXYZ" (317 zeros)
+ * was read as its first 319 bytes, "000...01s", so a junk duration passed for 1s. Seen
+ * while writing tests/fuzz/fuzz_config.c, whose check of the defaults against libconfig's
+ * own reading catches it (corpus/config/regress_long_value). A long value that fits is
+ * still read whole.
+ */
+static void test_long_value_not_truncated(void **state)
+{
+	char text[512], zeros[400];
+	struct tb_config *c;
+
+	(void)state;
+	memset(zeros, '0', sizeof(zeros));
+	snprintf(text, sizeof(text),
+		 "defaults = { read_timeout = \"%.317s1sXYZ\"; deadline = \"1s\"; };\n", zeros);
+	c = parse(text);
+	assert_int_equal(errs.count, 1);
+	assert_string_equal(errs.key[0], "read_timeout");
+	assert_string_equal(errs.effect[0], "setting ignored");
+	assert_int_equal(c->defaults.set.read_ns, 0);
+	assert_int_equal(c->defaults.origin[field("read_timeout")], TB_ORIGIN_BUILTIN);
+	assert_int_equal(c->defaults.set.deadline_ns, 1000 * MS);
+	tb_config_free(c);
+
+	snprintf(text, sizeof(text), "defaults = { read_timeout = \"%.300s1s\"; };\n", zeros);
+	c = parse(text);
+	assert_int_equal(errs.count, 0);
+	assert_int_equal(c->defaults.set.read_ns, 1000 * MS);
+	tb_config_free(c);
+}
+
 /* A file its reader could not read: one error for the whole file, nothing limited. */
 static void test_unread_file(void **state)
 {
@@ -488,6 +520,7 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_broken_rule_is_dropped),
 		cmocka_unit_test(test_bad_default_keeps_the_rest),
+		cmocka_unit_test(test_long_value_not_truncated),
 		cmocka_unit_test(test_unread_file),
 		cmocka_unit_test(test_file_refusals),
 		cmocka_unit_test(test_text_refusals),

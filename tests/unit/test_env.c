@@ -385,6 +385,37 @@ static void test_check_unknown(void **state)
 	assert_int_equal(tb_env_check_unknown(NULL, collect, &e), 0);
 }
 
+/*
+ * tb_env_number on a variable without a field (TIMEBOX_SCOPE, TIMEBOX_LOG, ...) is -1, as its
+ * contract says. Found by tests/fuzz/fuzz_env.c (corpus/env/regress_number_no_field): the
+ * address s + TB_ENV_NO_FIELD was computed before the field was checked, a pointer overflow
+ * that UBSan reports ("addition of unsigned offset ... overflowed") even though it was never
+ * read. Under `make unit SANITIZE=undefined` the hook below makes that report fail the run.
+ */
+static void test_number_without_field(void **state)
+{
+	struct tb_settings s;
+	int without = 0;
+
+	(void)state;
+	tb_settings_init(&s);
+	for (const struct tb_env_var *v = tb_env_vars; v->name != NULL; v++) {
+		if (v->field != TB_ENV_NO_FIELD)
+			continue;
+		assert_int_equal(tb_env_number(&s, v), -1);
+		without++;
+	}
+	assert_true(without >= 6); /* gate_nonblocking, scope, on_timeout, log, log_level, config */
+}
+
+/* Read by the UBSan runtime when this test is built with SANITIZE=undefined: a report is a
+ * failure, not a line in the output. Unused otherwise. */
+const char *__ubsan_default_options(void);
+const char *__ubsan_default_options(void)
+{
+	return "halt_on_error=1:print_stacktrace=1";
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -401,6 +432,7 @@ int main(void)
 		cmocka_unit_test(test_strict),
 		cmocka_unit_test(test_find),
 		cmocka_unit_test(test_check_unknown),
+		cmocka_unit_test(test_number_without_field),
 	};
 
 	return cmocka_run_group_tests_name("env", tests, NULL, NULL);
