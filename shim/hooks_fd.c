@@ -15,6 +15,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "epoll_set.h"
 #include "fdtable.h"
 #include "hooks.h"
 #include "log.h"
@@ -107,6 +108,18 @@ static TB_SLOW int close_tracked(int fd)
 	quiesce(s);
 	r = tb_real.close(fd);
 	drop(s);
+	if (atomic_load_explicit(&tb_eptab, memory_order_relaxed) != NULL)
+		tb_epset_forget_fd(fd); /* its epoll registrations (a dup's stay unfollowed) */
+	return r;
+}
+
+/* An epoll instance: its record of registrations goes with it. */
+static TB_SLOW int close_epoll(int fd)
+{
+	int r = tb_real.close(fd);
+
+	if (r == 0 && !tb_foreign_process())
+		tb_epset_drop(fd);
 	return r;
 }
 
@@ -122,6 +135,8 @@ TB_EXPORT int close(int fd)
 	if (TB_LIKELY(tb_fd_sock(fd) == NULL)) {
 		if (TB_UNLIKELY(tb_fd_is_internal(fd)))
 			return close_internal(fd);
+		if (TB_UNLIKELY(tb_epset_known(fd)))
+			return close_epoll(fd);
 		return tb_real.close(fd);
 	}
 	return close_tracked(fd);

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -47,6 +48,14 @@ struct tb_real {
 	int (*ioctl)(int, unsigned long, ...);
 	int (*fclose)(FILE *);
 	void *(*dlopen)(const char *, int);
+	int (*epoll_create)(int);
+	int (*epoll_create1)(int);
+	int (*epoll_ctl)(int, int, int, struct epoll_event *);
+	int (*epoll_wait)(int, struct epoll_event *, int, int);
+	int (*epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
+	/* glibc 2.35+; the system call (Linux 5.11+) otherwise, ENOSYS before that. */
+	int (*epoll_pwait2)(int, struct epoll_event *, int, const struct timespec *,
+			    const sigset_t *);
 };
 
 /*
