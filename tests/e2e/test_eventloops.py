@@ -1,9 +1,10 @@
 """Event-loop programs, which wait in epoll_wait rather than in a blocking read: Node.js's
-http module (libuv), Python asyncio, a raw-epoll C client (evcli: level- and edge-triggered,
-one-shot, sliced waits) and redis-benchmark (ae). Against the fault server each is cut at
-the limit of the phase it stalls in (connect, first_byte, deadline) and reports its own
-error; against a server that answers its output is unchanged. Without timebox the stalled
-runs do not end by themselves (checked for a short while, not waited out).
+http module (libuv), Python asyncio, the JDK HttpClient (NIO), a raw-epoll C client (evcli:
+level- and edge-triggered, one-shot, sliced waits) and redis-benchmark (ae). Against the
+fault server each is cut at the limit of the phase it stalls in (connect, first_byte,
+deadline) and reports its own error; against a server that answers its output is
+unchanged. Without timebox the stalled runs do not end by themselves (checked for a short
+while, not waited out).
 
 Timing bounds as in test_programs: never early (elapsed >= limit, and the log line's
 elapsed_ms >= limit_ms), and fires (at most the limit plus slack; Node.js starts slowly)."""
@@ -245,6 +246,48 @@ def test_node_keepalive_idle_pooled_socket_is_reused():
         assert res.returncode == 0, res
         assert res.stdout.endswith("reused=true\n"), res
         assert not lib.tb_records(res.stderr, event="timeout"), res
+
+
+# ---- JDK HttpClient (NIO selector on epoll) -----------------------------------------------
+
+JAVA_STARTUP_MS = 4000  # the JVM, and the in-memory compile of a single-file program
+JAVA_GET = r"""
+import java.net.URI;
+import java.net.http.*;
+public class Get {
+    public static void main(String[] a) throws Exception {
+        HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+        try {
+            HttpResponse<String> r = c.send(HttpRequest.newBuilder(URI.create(a[0])).build(),
+                                            HttpResponse.BodyHandlers.ofString());
+            System.out.print(r.body());
+        } catch (java.io.IOException e) {
+            System.err.println("java error: " + e);
+            System.exit(2);
+        }
+    }
+}
+"""
+
+
+@lib.timeout(120)
+def test_jdk_httpclient():
+    # HttpClient retries an idempotent GET once when the connection fails, so a stall is
+    # cut twice (two timeout lines, at least twice the limit), then the error surfaces.
+    need("java")
+    with tempfile.TemporaryDirectory() as d, FaultServer() as srv:
+        src = os.path.join(d, "Get.java")
+        with open(src, "w") as f:
+            f.write(JAVA_GET)
+        out = assert_unchanged(["java", src, srv.url("/ok?order=9")])
+        assert out.stdout == "ok order=9\n", out
+        for flavour in ("first_byte", "connect"):
+            port, path, env, limit, phase = stalls(srv, flavour)
+            url = "http://127.0.0.1:%d%s" % (port, path)
+            res = lib.run(["java", src, url], env=lib.preload_env(env), timeout=30)
+            assert_cut(res, limit, phase, "java " + flavour, startup_ms=JAVA_STARTUP_MS,
+                       count=2)
+            assert "java error:" in res.stderr, res
 
 
 # ---- Python asyncio ----------------------------------------------------------------------
