@@ -18,7 +18,9 @@
  * Concurrency rules:
  * (1) Writers (tb_epset_put, tb_epset_del, tb_epset_disarm, tb_epset_forget_fd) hold the
  *     instance's spin lock; they never call anything that could block or allocate under it
- *     except the array growth (calloc), done before taking it.
+ *     except the array growth (calloc), done before taking it. epoll_ctl is not
+ *     async-signal-safe: a handler that calls it while its own thread is inside one on the
+ *     same instance would spin, as it would deadlock inside a libc lock elsewhere.
  * (2) Readers (tb_epset_scan, a thread about to epoll_wait) take no lock: each entry's
  *     fields are atomics, so a reader racing with a writer may see one entry half updated
  *     (old events with the new tag, say). That misreads one registration for one call, in
