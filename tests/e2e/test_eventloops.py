@@ -218,12 +218,17 @@ def test_node_http_unchanged():
 def test_node_http_stall_blackhole_drip():
     need("node")
     with FaultServer() as srv:
+        # node's start-up here and now: a healthy run's time, doubled for the noise.
+        ok = lib.run(["node", "-e", NODE_GET, srv.url("/ok")], env=lib.native_env(clean=True),
+                     timeout=20)
+        assert ok.returncode == 0, ok
+        startup = max(NODE_STARTUP_MS, 2 * ok.elapsed_ms)
         for flavour in ("first_byte", "connect", "deadline"):
             port, path, env, limit, phase = stalls(srv, flavour)
             url = "http://127.0.0.1:%d%s" % (port, path)
             res = lib.run(["node", "-e", NODE_GET, url], env=lib.preload_env(env),
                           timeout=20)
-            assert_cut(res, limit, phase, "node " + flavour, startup_ms=NODE_STARTUP_MS)
+            assert_cut(res, limit, phase, "node " + flavour, startup_ms=startup)
             assert "node error: ETIMEDOUT" in res.stderr, res
         assert_native_hangs(["node", "-e", NODE_GET, srv.url("/stall")], "node",
                             wait_s=4)
@@ -250,7 +255,7 @@ def test_node_keepalive_idle_pooled_socket_is_reused():
 
 # ---- JDK HttpClient (NIO selector on epoll) -----------------------------------------------
 
-JAVA_STARTUP_MS = 4000  # the JVM, and the in-memory compile of a single-file program
+JAVA_STARTUP_MS = 3000  # the JVM's start-up, at least
 JAVA_GET = r"""
 import java.net.URI;
 import java.net.http.*;
@@ -275,18 +280,23 @@ def test_jdk_httpclient():
     # HttpClient retries an idempotent GET once when the connection fails, so a stall is
     # cut twice (two timeout lines, at least twice the limit), then the error surfaces.
     need("java")
+    need("javac")
     with tempfile.TemporaryDirectory() as d, FaultServer() as srv:
         src = os.path.join(d, "Get.java")
         with open(src, "w") as f:
             f.write(JAVA_GET)
-        out = assert_unchanged(["java", src, srv.url("/ok?order=9")])
+        built = lib.run(["javac", "-d", d, src], env=lib.native_env(clean=True), timeout=60)
+        assert built.returncode == 0, built
+        java = ["java", "-cp", d, "Get"]
+        out = assert_unchanged(java + [srv.url("/ok?order=9")])
         assert out.stdout == "ok order=9\n", out
+        # The JVM's start-up here and now: a healthy run's time, doubled for the noise.
+        startup = max(JAVA_STARTUP_MS, 2 * out.elapsed_ms)
         for flavour in ("first_byte", "connect"):
             port, path, env, limit, phase = stalls(srv, flavour)
             url = "http://127.0.0.1:%d%s" % (port, path)
-            res = lib.run(["java", src, url], env=lib.preload_env(env), timeout=30)
-            assert_cut(res, limit, phase, "java " + flavour, startup_ms=JAVA_STARTUP_MS,
-                       count=2)
+            res = lib.run(java + [url], env=lib.preload_env(env), timeout=30)
+            assert_cut(res, limit, phase, "java " + flavour, startup_ms=startup, count=2)
             assert "java error:" in res.stderr, res
 
 
