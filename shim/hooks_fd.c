@@ -106,21 +106,22 @@ static TB_SLOW int close_tracked(int fd)
 		return tb_real.close(fd);
 	s = detach(fd);
 	quiesce(s);
+	/* Its epoll registrations (one kept alive by a dup stays unfollowed). Before the real
+	 * close: after it the number may already name another thread's new socket. */
+	if (atomic_load_explicit(&tb_eptab, memory_order_relaxed) != NULL)
+		tb_epset_forget_fd(fd);
 	r = tb_real.close(fd);
 	drop(s);
-	if (atomic_load_explicit(&tb_eptab, memory_order_relaxed) != NULL)
-		tb_epset_forget_fd(fd); /* its epoll registrations (a dup's stay unfollowed) */
 	return r;
 }
 
-/* An epoll instance: its record of registrations goes with it. */
+/* An epoll instance: its record of registrations goes with it, before the number is free
+ * for another thread's epoll_create. */
 static TB_SLOW int close_epoll(int fd)
 {
-	int r = tb_real.close(fd);
-
-	if (r == 0 && !tb_foreign_process())
+	if (!tb_foreign_process())
 		tb_epset_drop(fd);
-	return r;
+	return tb_real.close(fd);
 }
 
 /* Ours: the program never opened it, so pretend it is gone. A vfork child closes its own
