@@ -157,6 +157,17 @@ def test_evcli_stall_cut_at_first_byte():
 
 
 @lib.timeout(60)
+def test_evcli_busy_loop_not_charged():
+    # epoll_wait(..., 0) in a loop never waits: it is not marked, so a stalled response
+    # read by a busy loop is not cut by its read timeout (as natively, it spins on).
+    with FaultServer() as srv:
+        res = lib.run([EVCLI, "--slice", "0", str(srv.port), "/stall"],
+                      env=lib.preload_env({"TIMEBOX_READ_TIMEOUT": "300ms"}), timeout=1.5)
+        assert res.timed_out, res
+        assert not lib.tb_records(res.stderr, event="timeout"), res
+
+
+@lib.timeout(60)
 def test_evcli_blackhole_cut_at_connect():
     with FaultServer() as srv:
         for mode in (["--slice", "50"], ["--et"], ["--oneshot"]):
