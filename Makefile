@@ -110,6 +110,13 @@ $(BUILD)/tests/unit/test_sock: tests/unit/test_sock.c shim/watchdog.c $(SOCK_TES
 	$(CC) $(BASE_CFLAGS) -Ishim -Ipolicy -Iinclude -Wno-missing-prototypes -o $@ $< \
 		$(SOCK_TEST_OBJS) $(POLICY_OBJS) $(SAN_LDFLAGS) -lcmocka -lconfig
 
+# The epoll interest sets: the pure bookkeeping module alone.
+$(BUILD)/tests/unit/test_epoll_set: tests/unit/test_epoll_set.c $(BUILD)/obj/shim/epoll_set.o \
+		shim/epoll_set.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -Ishim -Wno-missing-prototypes -o $@ $< \
+		$(BUILD)/obj/shim/epoll_set.o $(SAN_LDFLAGS) -lcmocka
+
 # End-to-end helpers (fault server, test clients) are ordinary programs: no sanitizer, so
 # that what is tested is the library inside an uninstrumented host. The FORTIFY client is
 # built the way distributions build packages.

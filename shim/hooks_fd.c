@@ -15,6 +15,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "epoll_set.h"
 #include "fdtable.h"
 #include "hooks.h"
 #include "log.h"
@@ -105,9 +106,22 @@ static TB_SLOW int close_tracked(int fd)
 		return tb_real.close(fd);
 	s = detach(fd);
 	quiesce(s);
+	/* Its epoll registrations (one kept alive by a dup stays unfollowed). Before the real
+	 * close: after it the number may already name another thread's new socket. */
+	if (atomic_load_explicit(&tb_eptab, memory_order_relaxed) != NULL)
+		tb_epset_forget_fd(fd);
 	r = tb_real.close(fd);
 	drop(s);
 	return r;
+}
+
+/* An epoll instance: its record of registrations goes with it, before the number is free
+ * for another thread's epoll_create. */
+static TB_SLOW int close_epoll(int fd)
+{
+	if (!tb_foreign_process())
+		tb_epset_drop(fd);
+	return tb_real.close(fd);
 }
 
 /* Ours: the program never opened it, so pretend it is gone. A vfork child closes its own
@@ -122,6 +136,8 @@ TB_EXPORT int close(int fd)
 	if (TB_LIKELY(tb_fd_sock(fd) == NULL)) {
 		if (TB_UNLIKELY(tb_fd_is_internal(fd)))
 			return close_internal(fd);
+		if (TB_UNLIKELY(tb_epset_known(fd)))
+			return close_epoll(fd);
 		return tb_real.close(fd);
 	}
 	return close_tracked(fd);

@@ -43,6 +43,28 @@ static long sys_pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct tim
 	return syscall(SYS_pselect6, n, r, w, e, tp, &mask);
 }
 
+/* aarch64 has no epoll_create system call; the size only has to be positive. */
+static long sys_epoll_create(int size)
+{
+	if (size <= 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	return syscall(SYS_epoll_create1, 0);
+}
+
+static long sys_epoll_pwait2(int ep, struct epoll_event *e, int n, const struct timespec *t,
+			     const sigset_t *s)
+{
+#ifdef SYS_epoll_pwait2
+	return syscall(SYS_epoll_pwait2, ep, e, n, t, s, _NSIG / 8);
+#else
+	(void)ep, (void)e, (void)n, (void)t, (void)s;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
 /*
  * Per entry, two functions. raw_NAME makes the system call itself: it is what a boot stub
  * uses while the binding is under way on its own thread (the only way not to deadlock),
@@ -109,6 +131,17 @@ ENTRY(int, dup3, (int a, int b, int f), (a, b, f), syscall(SYS_dup3, a, b, f))
 ENTRY(int, fclose, (FILE *f), (f), ((void)f, errno = ENOSYS, EOF))
 ENTRY(void *, dlopen, (const char *file, int flags), (file, flags),
       ((void)file, (void)flags, NULL))
+ENTRY(int, epoll_create, (int size), (size), sys_epoll_create(size))
+ENTRY(int, epoll_create1, (int flags), (flags), syscall(SYS_epoll_create1, flags))
+ENTRY(int, epoll_ctl, (int ep, int op, int fd, struct epoll_event *e), (ep, op, fd, e),
+      syscall(SYS_epoll_ctl, ep, op, fd, e))
+ENTRY(int, epoll_wait, (int ep, struct epoll_event *e, int n, int t), (ep, e, n, t),
+      syscall(SYS_epoll_pwait, ep, e, n, t, NULL, _NSIG / 8))
+ENTRY(int, epoll_pwait, (int ep, struct epoll_event *e, int n, int t, const sigset_t *s),
+      (ep, e, n, t, s), syscall(SYS_epoll_pwait, ep, e, n, t, s, _NSIG / 8))
+ENTRY(int, epoll_pwait2,
+      (int ep, struct epoll_event *e, int n, const struct timespec *t, const sigset_t *s),
+      (ep, e, n, t, s), sys_epoll_pwait2(ep, e, n, t, s))
 
 /* stdio: no system call makes one, so until bound a call fails with ENOSYS (only a
  * recursive call from inside the binding itself can see that). */
@@ -208,6 +241,9 @@ struct tb_real tb_real = {
 	.fputc_unlocked = boot_fputc_unlocked, .__overflow = boot___overflow,
 	.vfprintf = boot_vfprintf, .__vfprintf_chk = boot___vfprintf_chk, .fflush = boot_fflush,
 	.fflush_unlocked = boot_fflush_unlocked,
+	.epoll_create = boot_epoll_create, .epoll_create1 = boot_epoll_create1,
+	.epoll_ctl = boot_epoll_ctl, .epoll_wait = boot_epoll_wait,
+	.epoll_pwait = boot_epoll_pwait, .epoll_pwait2 = boot_epoll_pwait2,
 };
 
 /* Says once, by a raw write (nothing else is bound yet), that a name fell back. */
@@ -353,6 +389,12 @@ static void bind_all(void)
 	BIND(fclose);
 	BIND(dlopen);
 	bind_stdio();
+	BIND(epoll_create);
+	BIND(epoll_create1);
+	BIND(epoll_ctl);
+	BIND(epoll_wait);
+	BIND(epoll_pwait);
+	BIND(epoll_pwait2);
 	/* glibc before 2.28 has no fcntl64: forward both names to fcntl. */
 	if (tb_real.fcntl64 == raw_fcntl64)
 		tb_real.fcntl64 = tb_real.fcntl;

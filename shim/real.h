@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -78,6 +79,14 @@ struct tb_real {
 	int (*__vfprintf_chk)(FILE *, int, const char *, va_list);
 	int (*fflush)(FILE *);
 	int (*fflush_unlocked)(FILE *);
+	int (*epoll_create)(int);
+	int (*epoll_create1)(int);
+	int (*epoll_ctl)(int, int, int, struct epoll_event *);
+	int (*epoll_wait)(int, struct epoll_event *, int, int);
+	int (*epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
+	/* glibc 2.35+; the system call (Linux 5.11+) otherwise, ENOSYS before that. */
+	int (*epoll_pwait2)(int, struct epoll_event *, int, const struct timespec *,
+			    const sigset_t *);
 };
 
 /*

@@ -1,0 +1,353 @@
+/* epoll_set.c - the interest sets of epoll instances, governed sockets only: an open
+ * addressing map per instance behind a table indexed by epoll fd (epoll_set.h: the rules). */
+#include "epoll_set.h"
+
+#include <sched.h>
+#include <stdlib.h>
+
+#define EMPTY (-1)
+#define TOMB (-2)
+#define CAP_MIN 8u
+
+_Atomic(struct tb_epset *) *tb_eptab;
+atomic_int tb_ep_cap;
+static atomic_int ep_hiwater = -1; /* highest epoll fd with an instance, ever */
+
+/* Recycled instances (rule 3), and their lock; held for a few loads and stores. */
+static struct tb_epset *free_list;
+static atomic_flag free_lock = ATOMIC_FLAG_INIT;
+
+static void spin_lock(atomic_flag *l)
+{
+	while (atomic_flag_test_and_set_explicit(l, memory_order_acquire))
+		sched_yield();
+}
+
+static void spin_unlock(atomic_flag *l)
+{
+	atomic_flag_clear_explicit(l, memory_order_release);
+}
+
+int tb_epset_init(int cap)
+{
+	_Atomic(struct tb_epset *) *t;
+
+	if (atomic_load_explicit(&tb_eptab, memory_order_acquire) != NULL)
+		return 0;
+	if (cap <= 0)
+		return -1;
+	/* calloc of this size is an anonymous mapping: pages are touched only for the epoll
+	 * fds a program really has. */
+	t = calloc((size_t)cap, sizeof(*t));
+	if (t == NULL)
+		return -1;
+	spin_lock(&free_lock);
+	if (atomic_load(&tb_eptab) == NULL) {
+		atomic_store(&tb_ep_cap, cap);
+		atomic_store_explicit(&tb_eptab, t, memory_order_release);
+		t = NULL;
+	}
+	spin_unlock(&free_lock);
+	free(t);
+	return 0;
+}
+
+static struct tb_epset_arr *arr_new(uint32_t cap)
+{
+	struct tb_epset_arr *a = calloc(1, sizeof(*a) + cap * sizeof(a->e[0]));
+
+	if (a == NULL)
+		return NULL;
+	a->cap = cap;
+	for (uint32_t i = 0; i < cap; i++)
+		atomic_store_explicit(&a->e[i].fd, EMPTY, memory_order_relaxed);
+	return a;
+}
+
+static struct tb_epset *set_new(void)
+{
+	struct tb_epset *s;
+
+	spin_lock(&free_lock);
+	s = free_list;
+	if (s != NULL)
+		free_list = s->free_next;
+	spin_unlock(&free_lock);
+	if (s == NULL) {
+		s = calloc(1, sizeof(*s));
+		if (s == NULL)
+			return NULL;
+		atomic_flag_clear(&s->lock);
+	}
+	s->used = 0;
+	s->retired = NULL;
+	s->free_next = NULL;
+	atomic_store(&s->live, 0);
+	atomic_store(&s->arr, NULL);
+	atomic_store(&s->refs, 1); /* the table's */
+	return s;
+}
+
+/* The last reference went: nobody scans its arrays any more. */
+static void set_release(struct tb_epset *s)
+{
+	struct tb_epset_arr *a = atomic_exchange(&s->arr, NULL), *next;
+
+	free(a);
+	for (a = s->retired; a != NULL; a = next) {
+		next = a->retired_next;
+		free(a);
+	}
+	s->retired = NULL;
+	atomic_store(&s->live, 0);
+	spin_lock(&free_lock);
+	s->free_next = free_list;
+	free_list = s;
+	spin_unlock(&free_lock);
+}
+
+void tb_epset_put_ref(struct tb_epset *s)
+{
+	if (s != NULL && atomic_fetch_sub(&s->refs, 1) == 1)
+		set_release(s);
+}
+
+struct tb_epset *tb_epset_get(int epfd)
+{
+	_Atomic(struct tb_epset *) *t = atomic_load_explicit(&tb_eptab, memory_order_acquire);
+	struct tb_epset *s;
+	unsigned r;
+
+	if (t == NULL ||
+	    (unsigned)epfd >= (unsigned)atomic_load_explicit(&tb_ep_cap, memory_order_relaxed))
+		return NULL;
+	s = atomic_load_explicit(&t[epfd], memory_order_acquire);
+	if (s == NULL)
+		return NULL;
+	/* A reference only while one is held (0: being released, or already recycled). */
+	r = atomic_load(&s->refs);
+	do {
+		if (r == 0)
+			return NULL;
+	} while (!atomic_compare_exchange_weak(&s->refs, &r, r + 1));
+	if (atomic_load(&t[epfd]) != s) { /* closed (and perhaps recycled) meanwhile */
+		tb_epset_put_ref(s);
+		return NULL;
+	}
+	return s;
+}
+
+struct tb_epset *tb_epset_get_or_make(int epfd)
+{
+	struct tb_epset *s = tb_epset_get(epfd), *expected = NULL;
+	_Atomic(struct tb_epset *) *t;
+	int hi;
+
+	if (s != NULL)
+		return s;
+	t = atomic_load_explicit(&tb_eptab, memory_order_acquire);
+	if (t == NULL || epfd < 0 || epfd >= atomic_load(&tb_ep_cap) || (s = set_new()) == NULL)
+		return NULL;
+	atomic_store(&s->refs, 2); /* the table's and the caller's */
+	if (!atomic_compare_exchange_strong(&t[epfd], &expected, s)) {
+		atomic_store(&s->refs, 1);
+		tb_epset_put_ref(s); /* another thread made it first */
+		return tb_epset_get(epfd);
+	}
+	hi = atomic_load(&ep_hiwater);
+	while (hi < epfd && !atomic_compare_exchange_weak(&ep_hiwater, &hi, epfd))
+		;
+	return s;
+}
+
+void tb_epset_drop(int epfd)
+{
+	_Atomic(struct tb_epset *) *t = atomic_load_explicit(&tb_eptab, memory_order_acquire);
+
+	if (t == NULL || epfd < 0 || epfd >= atomic_load(&tb_ep_cap))
+		return;
+	tb_epset_put_ref(atomic_exchange(&t[epfd], NULL));
+}
+
+static uint32_t slot_of(int fd, uint32_t cap)
+{
+	return ((uint32_t)fd * 2654435761u) & (cap - 1);
+}
+
+/* fd's entry, or NULL. Writers only. */
+static struct tb_epset_ent *find(struct tb_epset_arr *a, int fd)
+{
+	if (a == NULL)
+		return NULL;
+	for (uint32_t i = slot_of(fd, a->cap), n = 0; n < a->cap; i = (i + 1) & (a->cap - 1), n++) {
+		int32_t f = atomic_load_explicit(&a->e[i].fd, memory_order_relaxed);
+
+		if (f == fd)
+			return &a->e[i];
+		if (f == EMPTY)
+			return NULL;
+	}
+	return NULL;
+}
+
+static void fill(struct tb_epset_ent *e, int fd, uint32_t events, uint64_t tag, uint64_t data)
+{
+	atomic_store_explicit(&e->events, events, memory_order_relaxed);
+	atomic_store_explicit(&e->tag, tag, memory_order_relaxed);
+	atomic_store_explicit(&e->data, data, memory_order_relaxed);
+	atomic_store_explicit(&e->fd, fd, memory_order_release);
+}
+
+/* Inserts into a (which has room, and no entry for fd). Writers only. */
+static void insert(struct tb_epset_arr *a, int fd, uint32_t events, uint64_t tag, uint64_t data)
+{
+	uint32_t i = slot_of(fd, a->cap);
+
+	while (atomic_load_explicit(&a->e[i].fd, memory_order_relaxed) >= 0)
+		i = (i + 1) & (a->cap - 1);
+	fill(&a->e[i], fd, events, tag, data);
+}
+
+/* Writers' view of the instance's size, for the growth decision made before the lock. */
+static uint32_t cap_needed(struct tb_epset *s)
+{
+	struct tb_epset_arr *a = atomic_load(&s->arr);
+	uint32_t live = atomic_load(&s->live), cap = a != NULL ? a->cap : 0;
+
+	/* Load at most 3/4 counting tombstones; a rehash drops those. */
+	if (a != NULL && (s->used + 1) * 4 <= cap * 3)
+		return 0;
+	cap = CAP_MIN;
+	while ((live + 1) * 2 > cap)
+		cap *= 2;
+	return cap;
+}
+
+int tb_epset_put(struct tb_epset *s, int fd, uint32_t events, uint64_t tag, uint64_t data)
+{
+	struct tb_epset_arr *a, *fresh = NULL;
+	struct tb_epset_ent *e;
+	uint32_t want;
+
+	if (fd < 0)
+		return -1;
+	for (;;) {
+		spin_lock(&s->lock);
+		a = atomic_load(&s->arr);
+		e = find(a, fd);
+		if (e != NULL) {
+			fill(e, fd, events, tag, data);
+			spin_unlock(&s->lock);
+			free(fresh);
+			return 0;
+		}
+		want = cap_needed(s);
+		if (want == 0 || (fresh != NULL && fresh->cap >= want))
+			break;
+		spin_unlock(&s->lock);
+		free(fresh);
+		fresh = arr_new(want); /* outside the lock (rule 1) */
+		if (fresh == NULL)
+			return -1;
+	}
+	if (want != 0) {
+		/* Rehash into the fresh array; the old one stays readable (rule 3). */
+		for (uint32_t i = 0; a != NULL && i < a->cap; i++) {
+			int32_t f = atomic_load_explicit(&a->e[i].fd, memory_order_relaxed);
+
+			if (f >= 0)
+				insert(fresh, f, atomic_load(&a->e[i].events),
+				       atomic_load(&a->e[i].tag), atomic_load(&a->e[i].data));
+		}
+		s->used = atomic_load(&s->live);
+		atomic_store_explicit(&s->arr, fresh, memory_order_release);
+		if (a != NULL) {
+			a->retired_next = s->retired;
+			s->retired = a;
+		}
+		a = fresh;
+		fresh = NULL;
+	}
+	insert(a, fd, events, tag, data);
+	s->used++;
+	atomic_fetch_add(&s->live, 1);
+	spin_unlock(&s->lock);
+	free(fresh);
+	return 0;
+}
+
+static void del_locked(struct tb_epset *s, int fd)
+{
+	struct tb_epset_ent *e = find(atomic_load(&s->arr), fd);
+
+	if (e == NULL)
+		return;
+	atomic_store_explicit(&e->fd, TOMB, memory_order_release);
+	atomic_fetch_sub(&s->live, 1);
+}
+
+void tb_epset_del(struct tb_epset *s, int fd)
+{
+	spin_lock(&s->lock);
+	del_locked(s, fd);
+	spin_unlock(&s->lock);
+}
+
+void tb_epset_disarm(struct tb_epset *s, int fd, uint64_t tag)
+{
+	struct tb_epset_ent *e;
+
+	spin_lock(&s->lock);
+	e = find(atomic_load(&s->arr), fd);
+	if (e != NULL && atomic_load_explicit(&e->tag, memory_order_relaxed) == tag)
+		atomic_store_explicit(&e->events, 0, memory_order_relaxed);
+	spin_unlock(&s->lock);
+}
+
+void tb_epset_forget_fd(int fd)
+{
+	int hi = atomic_load(&ep_hiwater);
+
+	for (int epfd = 0; epfd <= hi; epfd++) {
+		struct tb_epset *s = tb_epset_get(epfd);
+
+		if (s == NULL)
+			continue;
+		if (atomic_load_explicit(&s->live, memory_order_relaxed) != 0)
+			tb_epset_del(s, fd);
+		tb_epset_put_ref(s);
+	}
+}
+
+void tb_epset_scan(struct tb_epset *s,
+		   bool (*fn)(void *ctx, int fd, uint32_t events, uint64_t tag, uint64_t data),
+		   void *ctx)
+{
+	struct tb_epset_arr *a = atomic_load_explicit(&s->arr, memory_order_acquire);
+
+	for (uint32_t i = 0; a != NULL && i < a->cap; i++) {
+		struct tb_epset_ent *e = &a->e[i];
+		int32_t f = atomic_load_explicit(&e->fd, memory_order_acquire);
+
+		if (f < 0)
+			continue;
+		if (!fn(ctx, f, atomic_load_explicit(&e->events, memory_order_relaxed),
+			atomic_load_explicit(&e->tag, memory_order_relaxed),
+			atomic_load_explicit(&e->data, memory_order_relaxed)))
+			return;
+	}
+}
+
+void tb_epset_fork_child(void)
+{
+	_Atomic(struct tb_epset *) *t = atomic_load(&tb_eptab);
+	int hi = atomic_load(&ep_hiwater);
+
+	atomic_flag_clear(&free_lock);
+	for (int epfd = 0; t != NULL && epfd <= hi; epfd++) {
+		struct tb_epset *s = atomic_load(&t[epfd]);
+
+		if (s != NULL)
+			atomic_flag_clear(&s->lock);
+	}
+}

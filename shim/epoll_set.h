@@ -1,0 +1,111 @@
+/* epoll_set.h - what each epoll instance is asked to watch among the governed sockets:
+ * epoll fd -> (fd -> events, identity, user data). Pure bookkeeping, no system call. */
+#ifndef TB_EPOLL_SET_H
+#define TB_EPOLL_SET_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Only governed sockets are remembered: registering any other fd costs the caller one fd
+ * table check and nothing here. Each entry carries the socket's identity (`tag`: pool index
+ * and generation, chosen by the caller) so that a number closed and reused - by a close
+ * the hooks never saw - is told apart at wait time: the set is keyed by fd number, the
+ * kernel by open file description, and the tag is the bridge.
+ *
+ * Concurrency rules:
+ * (1) Writers (tb_epset_put, tb_epset_del, tb_epset_disarm, tb_epset_forget_fd) hold the
+ *     instance's spin lock; they never call anything that could block or allocate under it
+ *     except the array growth (calloc), done before taking it. epoll_ctl is not
+ *     async-signal-safe: a handler that calls it while its own thread is inside one on the
+ *     same instance would spin, as it would deadlock inside a libc lock elsewhere.
+ * (2) Readers (tb_epset_scan, a thread about to epoll_wait) take no lock: each entry's
+ *     fields are atomics, so a reader racing with a writer may see one entry half updated
+ *     (old events with the new tag, say). That misreads one registration for one call, in
+ *     a program that changes a registration while another thread waits on the same
+ *     instance - which the kernel itself leaves unordered.
+ * (3) An entry array replaced by a larger one is retired, not freed, until the instance
+ *     itself is released: a reader may still be scanning it. An instance is released when
+ *     its last reference goes (the table holds one, each reader one, taken with
+ *     tb_epset_get); instances are recycled, never returned to malloc, so a reader holding
+ *     a stale pointer can still test it safely (type-stable memory).
+ */
+struct tb_epset_ent {
+	_Atomic int32_t fd;      /* EMPTY, TOMB, or the fd */
+	_Atomic uint32_t events; /* as registered; 0 once a one-shot fired (disarmed) */
+	_Atomic uint64_t tag;    /* the socket's identity when registered */
+	_Atomic uint64_t data;   /* the program's epoll_data, to map results back */
+};
+
+struct tb_epset_arr {
+	uint32_t cap; /* power of two */
+	struct tb_epset_arr *retired_next;
+	struct tb_epset_ent e[];
+};
+
+struct tb_epset {
+	atomic_flag lock;
+	atomic_uint refs;
+	_Atomic uint32_t live;          /* entries in use: 0 lets a waiter skip the scan */
+	uint32_t used;                  /* live + tombstones (writers only) */
+	_Atomic(struct tb_epset_arr *) arr;
+	struct tb_epset_arr *retired;
+	struct tb_epset *free_next;
+};
+
+/* Sizes the epoll fd table (epoll fds >= cap are not followed). Idempotent, thread-safe.
+ * Returns 0, or -1 when memory is exhausted. */
+int tb_epset_init(int cap);
+
+/* The instance of epoll fd epfd with a reference taken, or NULL (none, or a race with its
+ * close). Drop it with tb_epset_put_ref. Lock-free. */
+struct tb_epset *tb_epset_get(int epfd);
+void tb_epset_put_ref(struct tb_epset *set);
+
+/* As tb_epset_get, creating the instance when epfd has none. NULL when epfd is outside the
+ * table or memory is exhausted. */
+struct tb_epset *tb_epset_get_or_make(int epfd);
+
+/* epfd is a new epoll instance, or was closed: whatever the table held for that number is
+ * released (it belonged to an instance closed unseen). */
+void tb_epset_drop(int epfd);
+
+/* True when epfd has an instance: for close(), one load when none was ever made. */
+extern _Atomic(struct tb_epset *) *tb_eptab;
+extern atomic_int tb_ep_cap;
+static inline bool tb_epset_known(int epfd)
+{
+	_Atomic(struct tb_epset *) *t = atomic_load_explicit(&tb_eptab, memory_order_acquire);
+
+	if (t == NULL ||
+	    (unsigned)epfd >= (unsigned)atomic_load_explicit(&tb_ep_cap, memory_order_relaxed))
+		return false;
+	return atomic_load_explicit(&t[epfd], memory_order_relaxed) != NULL;
+}
+
+/* Adds or replaces fd's registration (EPOLL_CTL_ADD and MOD are the same here: a socket
+ * registered before it was governed is first seen at a MOD). Returns 0, or -1 when memory
+ * is exhausted (the registration is then not followed). */
+int tb_epset_put(struct tb_epset *set, int fd, uint32_t events, uint64_t tag, uint64_t data);
+
+/* Removes fd's registration, if any. */
+void tb_epset_del(struct tb_epset *set, int fd);
+
+/* A one-shot registration of fd fired: it watches nothing until the next MOD. Only when
+ * the entry still carries `tag` (no concurrent re-registration). */
+void tb_epset_disarm(struct tb_epset *set, int fd, uint64_t tag);
+
+/* The fd number was closed: drops it from every instance. */
+void tb_epset_forget_fd(int fd);
+
+/* Calls fn on each live entry (lock-free, see rule 2); stops when fn returns false. */
+void tb_epset_scan(struct tb_epset *set,
+		   bool (*fn)(void *ctx, int fd, uint32_t events, uint64_t tag, uint64_t data),
+		   void *ctx);
+
+/* In a forked child: a lock held by a thread of the parent is free again. */
+void tb_epset_fork_child(void);
+
+#endif

@@ -1,0 +1,317 @@
+/* hooks_epoll.c - epoll_create, epoll_create1, epoll_ctl, epoll_wait, epoll_pwait,
+ * epoll_pwait2. A thread in epoll_wait visibly waits on the governed sockets registered in
+ * that instance, for the direction their phase needs, exactly as poll's waiters do. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/epoll.h>
+
+#include "clock.h"
+#include "epoll_set.h"
+#include "fdtable.h"
+#include "hooks.h"
+#include "real.h"
+#include "sock.h"
+#include "thread.h"
+#include "waits.h"
+#include "xfer.h"
+
+#ifndef EPOLLRDHUP
+#define EPOLLRDHUP 0x2000
+#endif
+
+int epoll_pwait2(int epfd, struct epoll_event *ev, int maxev, const struct timespec *ts,
+		 const sigset_t *ss);
+
+/* Governed registrations looked at per call, at most: no allocation in epoll_wait. Beyond
+ * this many in one instance the rest are left unmarked (still cut when another thread
+ * waits on them, or when the program's own read or write blocks). */
+#define EPSET_MAX 64
+
+struct epwait {
+	int n;
+	bool waits;        /* the call may block: mark */
+	bool entered;      /* a group is open in the thread's record of waits (waits.h) */
+	unsigned base;
+	uintptr_t sp;
+	int64_t now;
+	struct {
+		struct tb_sock *s;
+		uint64_t tag, data;
+		uint32_t events, gen;
+		int fd;
+		bool connecting, marked[2];
+		short rec[2];
+	} e[EPSET_MAX];
+};
+
+/* The identity an entry is registered under: a pool entry reused for another socket has
+ * another generation, so a number closed unseen and reused never inherits a registration. */
+static uint64_t sock_tag(struct tb_sock *s, uint32_t w)
+{
+	return (uint64_t)s->index << 32 | TB_ST_GEN(w);
+}
+
+/* Starts the wait on one side of e[k]. A wait already due is settled now, as poll's is: a
+ * read side with data queued is left alone; otherwise the socket is cut, and the cut makes
+ * the real call return at once. */
+static void mark_side(struct epwait *ws, int k, enum tb_side side)
+{
+	struct tb_sock *s = ws->e[k].s;
+	uint32_t gen = ws->e[k].gen;
+	struct tb_expiry ex;
+	int64_t unused;
+
+	if (!ws->entered) {
+		/* Before any wait_begin: abandoned waits must not hold their counts. */
+		ws->base = tb_waits_enter(ws->sp);
+		ws->entered = true;
+	}
+	ex = tb_sock_wait_begin(s, side, ws->e[k].fd, ws->now);
+	if (ex.at > ws->now) {
+		ws->e[k].marked[side] = true;
+		ws->e[k].rec[side] = (short)tb_waits_add(s, side, gen, ws->sp);
+		return;
+	}
+	tb_sock_wait_end(s, side, ws->now, false, gen);
+	if (side == TB_RD && tb_sock_rd_ready(ws->e[k].fd))
+		return;
+	tb_sock_expire(s, gen, side, ex.phase, ws->e[k].fd, true, ws->now, &unused);
+}
+
+/*
+ * One registration of the instance (lock-free scan). Kept when it names the governed
+ * socket it was registered for and is either to be marked (a call that may block) or to be
+ * matched against the results (a handshake under way, a one-shot that may fire).
+ * Directions: the handshake waits on the connect phase whatever was asked; an open socket
+ * waits for reading when EPOLLIN is asked, and for writing when EPOLLOUT is asked level-
+ * triggered only: edge-triggered loops (mio, some libevent users) keep EPOLLOUT armed for
+ * good, and a write wait on a socket with nothing to send would be cut as a stalled upload.
+ */
+static bool take(void *ctx, int fd, uint32_t events, uint64_t tag, uint64_t data)
+{
+	struct epwait *ws = ctx;
+	struct tb_sock *s = tb_fd_sock(fd);
+	uint32_t w;
+	bool rd, wr, connecting;
+	int k;
+
+	if (s == NULL || events == 0)
+		return true;
+	w = tb_sock_word(s);
+	if (sock_tag(s, w) != tag)
+		return true; /* the number now names another socket */
+	if (TB_ST(w) != TB_ST_OPEN && TB_ST(w) != TB_ST_CONNECTING)
+		return true;
+	connecting = TB_ST(w) == TB_ST_CONNECTING;
+	if (connecting && ws->waits) {
+		/* A handshake over unseen (a server-speaks-first client asks for EPOLLIN):
+		 * then this is a wait for the first byte. One system call, while connecting. */
+		tb_xfer_confirm_open(s, fd);
+		w = tb_sock_word(s);
+		connecting = TB_ST(w) == TB_ST_CONNECTING;
+	}
+	rd = !connecting && (events & (EPOLLIN | EPOLLPRI | EPOLLRDHUP));
+	wr = connecting || ((events & EPOLLOUT) && !(events & EPOLLET));
+	if (!ws->waits && !connecting && !(events & EPOLLONESHOT))
+		return true;
+	if (ws->waits && !rd && !wr && !(events & EPOLLONESHOT))
+		return true;
+	k = ws->n++;
+	ws->e[k].s = s;
+	ws->e[k].tag = tag;
+	ws->e[k].data = data;
+	ws->e[k].events = events;
+	ws->e[k].gen = TB_ST_GEN(w);
+	ws->e[k].fd = fd;
+	ws->e[k].connecting = connecting;
+	ws->e[k].marked[TB_RD] = ws->e[k].marked[TB_WR] = false;
+	ws->e[k].rec[TB_RD] = ws->e[k].rec[TB_WR] = -1;
+	if (ws->waits && rd)
+		mark_side(ws, k, TB_RD);
+	if (ws->waits && wr)
+		mark_side(ws, k, TB_WR);
+	return ws->n < EPSET_MAX;
+}
+
+/* The event the call returned for e[k], matched by the program's epoll_data (what it
+ * registered is all the kernel hands back), or NULL. */
+static const struct epoll_event *result_of(const struct epwait *ws, int k,
+					   const struct epoll_event *ev, int r)
+{
+	for (int i = 0; i < r; i++)
+		if (ev[i].data.u64 == ws->e[k].data)
+			return &ev[i];
+	return NULL;
+}
+
+/* After the call: ends the waits; a handshake reported done (out or in, no error) makes
+ * the socket OPEN, as poll's verdict does; a one-shot that fired watches nothing more. */
+static void finish(struct epwait *ws, struct tb_epset *set, const struct epoll_event *ev, int r)
+{
+	int64_t now = ws->entered ? tb_now() : 0;
+	int added = 0;
+
+	for (int k = 0; k < ws->n; k++) {
+		struct tb_sock *s = ws->e[k].s;
+		const struct epoll_event *got;
+
+		for (int side = TB_RD; side <= TB_WR; side++) {
+			added += ws->e[k].rec[side] >= 0;
+			if (ws->e[k].marked[side] &&
+			    tb_waits_take(ws->e[k].rec[side], s, (enum tb_side)side))
+				tb_sock_wait_end(s, (enum tb_side)side, now, false, ws->e[k].gen);
+		}
+		if (r <= 0 || (!ws->e[k].connecting && !(ws->e[k].events & EPOLLONESHOT)))
+			continue;
+		got = result_of(ws, k, ev, r);
+		if (got == NULL)
+			continue;
+		if (ws->e[k].connecting && (got->events & (EPOLLOUT | EPOLLIN)) &&
+		    !(got->events & (EPOLLERR | EPOLLHUP)))
+			tb_sock_set_open(s);
+		if (ws->e[k].events & EPOLLONESHOT)
+			tb_epset_disarm(set, ws->e[k].fd, ws->e[k].tag);
+	}
+	if (ws->entered)
+		tb_waits_leave(ws->base, (unsigned)added);
+}
+
+enum wait_kind { W_WAIT, W_PWAIT, W_PWAIT2 };
+
+static int call_real(enum wait_kind kind, int epfd, struct epoll_event *ev, int maxev, int ms,
+		     const struct timespec *ts, const sigset_t *ss)
+{
+	switch (kind) {
+	case W_WAIT:
+		return tb_real.epoll_wait(epfd, ev, maxev, ms);
+	case W_PWAIT:
+		return tb_real.epoll_pwait(epfd, ev, maxev, ms, ss);
+	default:
+		return tb_real.epoll_pwait2(epfd, ev, maxev, ts, ss);
+	}
+}
+
+static TB_SLOW int wait_governed(struct tb_epset *set, enum wait_kind kind, int epfd,
+				 struct epoll_event *ev, int maxev, int ms,
+				 const struct timespec *ts, const sigset_t *ss)
+{
+	struct epwait ws;
+	int r, err, saved = errno;
+
+	ws.n = 0;
+	ws.entered = false;
+	ws.sp = (uintptr_t)__builtin_frame_address(0);
+	/* A call that cannot block (timeout 0: a busy loop) is not charged as a wait. */
+	ws.waits = kind == W_PWAIT2 ? (ts == NULL || ts->tv_sec != 0 || ts->tv_nsec != 0)
+				    : ms != 0;
+	ws.now = tb_now();
+	tb_epset_scan(set, take, &ws);
+	errno = saved;
+	r = call_real(kind, epfd, ev, maxev, ms, ts, ss);
+	err = r < 0 ? errno : saved;
+	finish(&ws, set, ev, r);
+	tb_epset_put_ref(set);
+	errno = err;
+	return r;
+}
+
+static int wait_common(enum wait_kind kind, int epfd, struct epoll_event *ev, int maxev,
+		       int ms, const struct timespec *ts, const sigset_t *ss)
+{
+	struct tb_epset *set;
+
+	/* Pass-through first: no governed socket ever, or an instance with none registered. */
+	if (TB_LIKELY(atomic_load_explicit(&tb_fd_hiwater, memory_order_relaxed) < 0) ||
+	    (set = tb_epset_get(epfd)) == NULL)
+		return call_real(kind, epfd, ev, maxev, ms, ts, ss);
+	if (atomic_load_explicit(&set->live, memory_order_relaxed) == 0) {
+		tb_epset_put_ref(set);
+		return call_real(kind, epfd, ev, maxev, ms, ts, ss);
+	}
+	return wait_governed(set, kind, epfd, ev, maxev, ms, ts, ss);
+}
+
+TB_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int maxev, int timeout)
+{
+	return wait_common(W_WAIT, epfd, ev, maxev, timeout, NULL, NULL);
+}
+
+TB_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int maxev, int timeout,
+			  const sigset_t *ss)
+{
+	return wait_common(W_PWAIT, epfd, ev, maxev, timeout, NULL, ss);
+}
+
+TB_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int maxev,
+			   const struct timespec *ts, const sigset_t *ss)
+{
+	return wait_common(W_PWAIT2, epfd, ev, maxev, 0, ts, ss);
+}
+
+/* A new instance: whatever was recorded under its number belonged to one closed unseen
+ * (close_range, a raw close system call). */
+static int created(int epfd)
+{
+	int saved = errno;
+
+	if (epfd >= 0 && tb_epset_known(epfd) && !tb_foreign_process())
+		tb_epset_drop(epfd);
+	errno = saved;
+	return epfd;
+}
+
+TB_EXPORT int epoll_create(int size)
+{
+	return created(tb_real.epoll_create(size));
+}
+
+TB_EXPORT int epoll_create1(int flags)
+{
+	return created(tb_real.epoll_create1(flags));
+}
+
+/* epoll_ctl succeeded on a governed socket: follow it. A failure to record (memory) leaves
+ * the registration unfollowed - unprotected, never wrongly cut. */
+static TB_SLOW void ctl_governed(int epfd, int op, int fd, const struct epoll_event *ev,
+				 struct tb_sock *s)
+{
+	struct tb_epset *set;
+	int saved = errno;
+
+	if (tb_foreign_process())
+		return;
+	if (tb_epset_init(atomic_load(&tb_fd_cap)) != 0)
+		goto out;
+	if (op == EPOLL_CTL_DEL) {
+		if ((set = tb_epset_get(epfd)) != NULL) {
+			tb_epset_del(set, fd);
+			tb_epset_put_ref(set);
+		}
+		goto out;
+	}
+	if (ev == NULL || (set = tb_epset_get_or_make(epfd)) == NULL)
+		goto out;
+	tb_epset_put(set, fd, ev->events, sock_tag(s, tb_sock_word(s)), ev->data.u64);
+	tb_epset_put_ref(set);
+out:
+	errno = saved;
+}
+
+TB_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	int r = tb_real.epoll_ctl(epfd, op, fd, ev);
+	struct tb_sock *s;
+
+	if (r != 0 || TB_LIKELY((s = tb_fd_sock(fd)) == NULL))
+		return r;
+	ctl_governed(epfd, op, fd, ev, s);
+	return 0;
+}
+
+/* A forked child: locks held by the parent's other threads are free. */
+__attribute__((constructor)) static void epoll_atfork(void)
+{
+	pthread_atfork(NULL, NULL, tb_epset_fork_child);
+}

@@ -1,0 +1,377 @@
+"""Event-loop programs, which wait in epoll_wait rather than in a blocking read: Node.js's
+http module (libuv), Python asyncio, the JDK HttpClient (NIO), a raw-epoll C client (evcli:
+level- and edge-triggered, one-shot, sliced waits) and redis-benchmark (ae). Against the
+fault server each is cut at the limit of the phase it stalls in (connect, first_byte,
+deadline) and reports its own error; against a server that answers its output is
+unchanged. Without timebox the stalled runs do not end by themselves (checked for a short
+while, not waited out).
+
+Timing bounds as in test_programs: never early (elapsed >= limit, and the log line's
+elapsed_ms >= limit_ms), and fires (at most the limit plus slack; Node.js starts slowly)."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+import lib
+from lib import SLACK_MS, FaultServer
+
+lib.scrub_timebox_env()
+
+STARTUP_MS = {"": 0, "address": 500, "undefined": 200, "thread": 3000}[lib.SANITIZE]
+NODE_STARTUP_MS = 2500  # node's own start-up on a busy 2-core machine
+EVCLI = lib.client("evcli")
+
+# GET url (node -e: the first argument is argv[1]), print the body; the error's code on
+# stderr, exit 2 (request) or 3 (response).
+NODE_GET = r"""
+const http = require('http');
+const req = http.get(process.argv[1], (res) => {
+  res.setEncoding('latin1');
+  res.on('data', (c) => process.stdout.write(c));
+  res.on('error', (e) => { console.error('node error: ' + e.code); process.exitCode = 3; });
+});
+req.on('error', (e) => { console.error('node error: ' + e.code); process.exitCode = 2; });
+"""
+
+# Two GETs on one keep-alive agent, `pause` ms apart: prints each body and whether the
+# second request went out on the pooled socket.
+NODE_KEEPALIVE = r"""
+const http = require('http');
+const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+function get(url, then) {
+  const req = http.get(url, { agent }, (res) => {
+    let body = '';
+    res.on('data', (c) => body += c);
+    res.on('end', () => then(body, req.reusedSocket));
+  });
+  req.on('error', (e) => { console.error('node error: ' + e.code); process.exit(2); });
+}
+get(process.argv[1], (b1) => {
+  setTimeout(() => get(process.argv[1], (b2, reused) => {
+    process.stdout.write(b1 + b2 + 'reused=' + reused + '\n');
+    agent.destroy();
+  }), Number(process.argv[2]));
+});
+"""
+
+# asyncio.open_connection, a GET, read to EOF; an OSError is printed with its errno.
+PY_ASYNCIO = r"""
+import asyncio, sys
+async def main(port, path):
+    r, w = await asyncio.open_connection("127.0.0.1", port)
+    w.write(("GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n" % path).encode())
+    await w.drain()
+    body = await r.read()
+    sys.stdout.write(body.decode("latin1"))
+    w.close()
+try:
+    asyncio.run(main(int(sys.argv[1]), sys.argv[2]))
+except OSError as e:
+    print("asyncio error: %s errno=%s" % (type(e).__name__, e.errno), file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+def need(prog):
+    if shutil.which(prog) is None:
+        lib.skip("%s is not installed (tests/deps.sh installs it)" % prog)
+
+
+def assert_cut(res, limit_ms, phase, what, startup_ms=0, count=1):
+    """res ended by itself, not before limit_ms nor much after, with `count` timebox
+    timeout lines, the last for `phase`."""
+    assert not res.timed_out, "%s did not end: %r" % (what, res)
+    assert res.elapsed_ms >= limit_ms * count, "%s ended early: %r" % (what, res)
+    assert res.elapsed_ms < limit_ms * count + SLACK_MS + STARTUP_MS + startup_ms, (
+        "%s fired late: %r" % (what, res))
+    events = lib.tb_records(res.stderr, event="timeout")
+    assert len(events) == count, "%s: expected %d timeout line(s): %r" % (what, count, res)
+    ev = events[-1]
+    assert ev["phase"] == phase, (phase, res)
+    assert int(ev["limit_ms"]) == limit_ms, res
+    assert int(ev["elapsed_ms"]) >= limit_ms, res
+    assert res.returncode != 0, res
+
+
+def assert_native_hangs(cmd, what, wait_s=1.5):
+    """Without timebox the stalled run is still going after wait_s (then killed)."""
+    res = lib.run(cmd, env=lib.native_env(clean=True), timeout=wait_s)
+    assert res.timed_out, "%s ended natively: %r" % (what, res)
+
+
+def assert_unchanged(cmd, extra=None):
+    native = lib.run(cmd, env=lib.native_env(clean=True), timeout=20)
+    limits = {"TIMEBOX_CONNECT_TIMEOUT": "2s", "TIMEBOX_READ_TIMEOUT": "2s",
+              "TIMEBOX_WRITE_TIMEOUT": "2s", "TIMEBOX_DEADLINE": "8s"}
+    limits.update(extra or {})
+    timed = lib.run(cmd, env=lib.preload_env(limits), timeout=20)
+    assert not native.timed_out and not timed.timed_out, (native, timed)
+    assert timed.returncode == native.returncode == 0, (native, timed)
+    assert timed.stdout == native.stdout, (native, timed)
+    assert "timebox" not in timed.stderr, timed
+    return native
+
+
+def stalls(srv, flavour):
+    """(port, path, env, limit_ms, phase) of one stalled scenario."""
+    if flavour == "first_byte":
+        return srv.port, "/stall", {"TIMEBOX_READ_TIMEOUT": "500ms"}, 500, "first_byte"
+    if flavour == "connect":
+        return (srv.blackhole_port, "/ok", {"TIMEBOX_CONNECT_TIMEOUT": "500ms"}, 500,
+                "connect")
+    # 30 bytes, one every 100 ms: each gap well inside the read timeout, the whole 3 s
+    return (srv.port, "/drip?ms=100&n=30",
+            {"TIMEBOX_READ_TIMEOUT": "2s", "TIMEBOX_DEADLINE": "1s"}, 1000, "deadline")
+
+
+# ---- the raw-epoll client ----------------------------------------------------------------
+
+MODES = [[], ["--et"], ["--oneshot"], ["--slice", "50"], ["--et", "--oneshot", "--slice", "30"]]
+
+
+@lib.timeout(60)
+def test_evcli_unchanged():
+    with FaultServer() as srv:
+        for mode in MODES:
+            out = assert_unchanged([EVCLI] + mode + [str(srv.port), "/ok?order=3"])
+            assert out.stdout.endswith("ok order=3\n"), out
+        big = assert_unchanged([EVCLI, "--slice", "20", str(srv.port), "/big?bytes=300000"])
+        assert len(big.stdout) > 300000, big.returncode
+
+
+@lib.timeout(60)
+def test_evcli_stall_cut_at_first_byte():
+    with FaultServer() as srv:
+        for mode in MODES:
+            port, path, env, limit, phase = stalls(srv, "first_byte")
+            res = lib.run([EVCLI] + mode + [str(port), path], env=lib.preload_env(env),
+                          timeout=10)
+            assert_cut(res, limit, phase, "evcli %s" % " ".join(mode))
+            assert "evcli: recv: Connection timed out" in res.stderr, res
+        assert_native_hangs([EVCLI, str(srv.port), "/stall"], "evcli")
+
+
+@lib.timeout(60)
+def test_evcli_busy_loop_not_charged():
+    # epoll_wait(..., 0) in a loop never waits: it is not marked, so a stalled response
+    # read by a busy loop is not cut by its read timeout (as natively, it spins on).
+    with FaultServer() as srv:
+        res = lib.run([EVCLI, "--slice", "0", str(srv.port), "/stall"],
+                      env=lib.preload_env({"TIMEBOX_READ_TIMEOUT": "300ms"}), timeout=1.5)
+        assert res.timed_out, res
+        assert not lib.tb_records(res.stderr, event="timeout"), res
+
+
+@lib.timeout(60)
+def test_evcli_blackhole_cut_at_connect():
+    with FaultServer() as srv:
+        for mode in (["--slice", "50"], ["--et"], ["--oneshot"]):
+            port, path, env, limit, phase = stalls(srv, "connect")
+            res = lib.run([EVCLI] + mode + [str(port), path], env=lib.preload_env(env),
+                          timeout=10)
+            assert_cut(res, limit, phase, "evcli connect %s" % " ".join(mode))
+            assert "evcli: connect: Connection timed out" in res.stderr, res
+
+
+@lib.timeout(60)
+def test_evcli_drip_cut_at_deadline():
+    with FaultServer() as srv:
+        port, path, env, limit, phase = stalls(srv, "deadline")
+        res = lib.run([EVCLI, "--slice", "50", str(port), path], env=lib.preload_env(env),
+                      timeout=10)
+        assert_cut(res, limit, phase, "evcli drip")
+        assert "evcli: recv: Connection timed out" in res.stderr, res
+
+
+@lib.timeout(60)
+def test_evcli_echo_churn_unchanged():
+    # One EPOLL_CTL_MOD per exchange (libuv's read/write switch), 2000 exchanges: nothing is
+    # cut, nothing logged, and a read timeout shorter than the run never fires.
+    bench = os.path.join(lib.BUILD, "tests", "bench", "echo_server")
+    if not os.path.exists(bench):
+        lib.skip("tests/bench/echo_server is not built (make e2e builds it)")
+    with tempfile.TemporaryDirectory() as d:
+        pf = os.path.join(d, "port")
+        srv = subprocess.Popen([bench, "--port-file", pf], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+        try:
+            lib.wait_for(lambda: os.path.exists(pf), what="echo server port file")
+            port = open(pf).read().strip()
+            for mode in ([], ["--et"], ["--oneshot"]):
+                res = lib.run([EVCLI] + mode + ["--echo", "2000", port],
+                              env=lib.preload_env({"TIMEBOX_READ_TIMEOUT": "200ms"}),
+                              timeout=20)
+                assert res.returncode == 0 and "exchanges=2000" in res.stdout, res
+                assert "timebox" not in res.stderr, res
+        finally:
+            srv.terminate()
+            srv.wait()
+
+
+# ---- Node.js (libuv) ---------------------------------------------------------------------
+
+@lib.timeout(60)
+def test_node_http_unchanged():
+    need("node")
+    with FaultServer() as srv:
+        out = assert_unchanged(["node", "-e", NODE_GET, srv.url("/ok?order=5")])
+        assert out.stdout == "ok order=5\n", out
+        big = assert_unchanged(["node", "-e", NODE_GET, srv.url("/big?bytes=200000")])
+        assert len(big.stdout) == 200000, big.returncode
+
+
+@lib.timeout(90)
+def test_node_http_stall_blackhole_drip():
+    need("node")
+    with FaultServer() as srv:
+        # node's start-up here and now: a healthy run's time, doubled for the noise.
+        ok = lib.run(["node", "-e", NODE_GET, srv.url("/ok")], env=lib.native_env(clean=True),
+                     timeout=20)
+        assert ok.returncode == 0, ok
+        startup = max(NODE_STARTUP_MS, 2 * ok.elapsed_ms)
+        for flavour in ("first_byte", "connect", "deadline"):
+            port, path, env, limit, phase = stalls(srv, flavour)
+            url = "http://127.0.0.1:%d%s" % (port, path)
+            res = lib.run(["node", "-e", NODE_GET, url], env=lib.preload_env(env),
+                          timeout=20)
+            assert_cut(res, limit, phase, "node " + flavour, startup_ms=startup)
+            assert "node error: ETIMEDOUT" in res.stderr, res
+        assert_native_hangs(["node", "-e", NODE_GET, srv.url("/stall")], "node",
+                            wait_s=4)
+
+
+@lib.timeout(60)
+def test_node_keepalive_idle_pooled_socket_is_reused():
+    # A pooled keep-alive connection idle for 3 s with a 1 s read timeout: nobody is waiting
+    # for a response, so it must not be cut, and the second request reuses it. Telling an
+    # idle pooled connection from a stalled response is the protocol framing's job.
+    need("node")
+    probe = lib.run(["/bin/true"], env=lib.preload_env({"TIMEBOX_PROTOCOL": "auto"}))
+    if "config_error" in probe.stderr:
+        lib.skip("needs the framing layer (TIMEBOX_PROTOCOL is not a setting yet)")
+    with FaultServer() as srv:
+        url = srv.url("/ok?order=1")
+        res = lib.run(["node", "-e", NODE_KEEPALIVE, url, "3000"],
+                      env=lib.preload_env({"TIMEBOX_READ_TIMEOUT": "1s",
+                                           "TIMEBOX_PROTOCOL": "auto"}), timeout=20)
+        assert res.returncode == 0, res
+        assert res.stdout.endswith("reused=true\n"), res
+        assert not lib.tb_records(res.stderr, event="timeout"), res
+
+
+# ---- JDK HttpClient (NIO selector on epoll) -----------------------------------------------
+
+JAVA_STARTUP_MS = 3000  # the JVM's start-up, at least
+JAVA_GET = r"""
+import java.net.URI;
+import java.net.http.*;
+public class Get {
+    public static void main(String[] a) throws Exception {
+        HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+        try {
+            HttpResponse<String> r = c.send(HttpRequest.newBuilder(URI.create(a[0])).build(),
+                                            HttpResponse.BodyHandlers.ofString());
+            System.out.print(r.body());
+        } catch (java.io.IOException e) {
+            System.err.println("java error: " + e);
+            System.exit(2);
+        }
+    }
+}
+"""
+
+
+@lib.timeout(120)
+def test_jdk_httpclient():
+    # HttpClient retries an idempotent GET once when the connection fails, so a stall is
+    # cut twice (two timeout lines, at least twice the limit), then the error surfaces.
+    need("java")
+    need("javac")
+    with tempfile.TemporaryDirectory() as d, FaultServer() as srv:
+        src = os.path.join(d, "Get.java")
+        with open(src, "w") as f:
+            f.write(JAVA_GET)
+        built = lib.run(["javac", "-d", d, src], env=lib.native_env(clean=True), timeout=60)
+        assert built.returncode == 0, built
+        java = ["java", "-cp", d, "Get"]
+        out = assert_unchanged(java + [srv.url("/ok?order=9")])
+        assert out.stdout == "ok order=9\n", out
+        # The JVM's start-up here and now: a healthy run's time, doubled for the noise.
+        startup = max(JAVA_STARTUP_MS, 2 * out.elapsed_ms)
+        for flavour in ("first_byte", "connect"):
+            port, path, env, limit, phase = stalls(srv, flavour)
+            url = "http://127.0.0.1:%d%s" % (port, path)
+            res = lib.run(java + [url], env=lib.preload_env(env), timeout=30)
+            assert_cut(res, limit, phase, "java " + flavour, startup_ms=startup, count=2)
+            assert "java error:" in res.stderr, res
+
+
+# ---- Python asyncio ----------------------------------------------------------------------
+
+@lib.timeout(60)
+def test_asyncio_unchanged():
+    with FaultServer() as srv:
+        out = assert_unchanged([sys.executable, "-c", PY_ASYNCIO, str(srv.port), "/ok?order=7"])
+        assert out.stdout.endswith("ok order=7\n"), out
+
+
+@lib.timeout(90)
+def test_asyncio_stall_blackhole_drip():
+    with FaultServer() as srv:
+        for flavour in ("first_byte", "connect", "deadline"):
+            port, path, env, limit, phase = stalls(srv, flavour)
+            res = lib.run([sys.executable, "-c", PY_ASYNCIO, str(port), path],
+                          env=lib.preload_env(env), timeout=20)
+            assert_cut(res, limit, phase, "asyncio " + flavour)
+            assert "errno=110" in res.stderr, res  # ETIMEDOUT
+        assert_native_hangs([sys.executable, "-c", PY_ASYNCIO, str(srv.port), "/stall"],
+                            "asyncio")
+
+
+# ---- redis-benchmark (ae) against a Redis that accepts and never answers ------------------
+
+class SilentListener:
+    """Accepts connections on 127.0.0.1 and never answers (a stalled Redis)."""
+
+    def __enter__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.held = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+        return self
+
+    def _serve(self):
+        try:
+            while True:
+                self.held.append(self.sock.accept()[0])
+        except OSError:
+            pass
+
+    def __exit__(self, *exc):
+        self.sock.close()
+        for c in self.held:
+            c.close()
+        return False
+
+
+@lib.timeout(60)
+def test_redis_benchmark_stalled_server():
+    # redis-benchmark first fetches CONFIG with a blocking hiredis call (cut by the read
+    # hook), then runs PING on its ae event loop in epoll_wait: cut there too.
+    need("redis-benchmark")
+    cmd = ["redis-benchmark", "-p", None, "-n", "1", "-c", "1", "-t", "ping"]
+    with SilentListener() as srv:
+        cmd[2] = str(srv.port)
+        res = lib.run(cmd, env=lib.preload_env({"TIMEBOX_READ_TIMEOUT": "500ms"}),
+                      timeout=15)
+        assert_cut(res, 500, "first_byte", "redis-benchmark", count=2)
+        assert "Connection timed out" in res.stderr, res
+        assert_native_hangs(cmd, "redis-benchmark")

@@ -1,0 +1,303 @@
+/* test_epoll_set.c - the interest-set bookkeeping of epoll instances (shim/epoll_set.c):
+ * register, modify, delete, close while registered, dup, one-shot, growth, fork. Pure. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "epoll_set.h"
+
+#define CAP 4096
+
+struct seen {
+	int n;
+	int fd[CAP];
+	uint32_t events[CAP];
+	uint64_t tag[CAP], data[CAP];
+	int stop_after; /* 0: never */
+};
+
+static bool collect(void *ctx, int fd, uint32_t events, uint64_t tag, uint64_t data)
+{
+	struct seen *s = ctx;
+
+	s->fd[s->n] = fd;
+	s->events[s->n] = events;
+	s->tag[s->n] = tag;
+	s->data[s->n] = data;
+	s->n++;
+	return s->stop_after == 0 || s->n < s->stop_after;
+}
+
+/* The entry for fd in a scan, or -1. */
+static int index_of(const struct seen *s, int fd)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->fd[i] == fd)
+			return i;
+	return -1;
+}
+
+static struct seen scan(struct tb_epset *set)
+{
+	struct seen s;
+
+	memset(&s, 0, sizeof(s));
+	tb_epset_scan(set, collect, &s);
+	return s;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	assert_int_equal(tb_epset_init(CAP), 0);
+	return 0;
+}
+
+static void test_unknown_epfd_has_no_instance(void **state)
+{
+	(void)state;
+	assert_null(tb_epset_get(7));
+	assert_false(tb_epset_known(7));
+	assert_null(tb_epset_get(-1));
+	assert_null(tb_epset_get(CAP));
+	assert_null(tb_epset_get_or_make(CAP)); /* outside the table: not followed */
+}
+
+static void test_register_then_scan_sees_it(void **state)
+{
+	struct tb_epset *set = tb_epset_get_or_make(10);
+	struct seen s;
+	int i;
+
+	(void)state;
+	assert_non_null(set);
+	assert_true(tb_epset_known(10));
+	assert_int_equal(tb_epset_put(set, 5, EPOLLIN, 0x100, 55), 0);
+	s = scan(set);
+	assert_int_equal(s.n, 1);
+	i = index_of(&s, 5);
+	assert_int_equal(s.events[i], EPOLLIN);
+	assert_int_equal(s.tag[i], 0x100);
+	assert_int_equal(s.data[i], 55);
+	assert_int_equal(atomic_load(&set->live), 1);
+	tb_epset_put_ref(set);
+	tb_epset_drop(10);
+	assert_false(tb_epset_known(10));
+}
+
+static void test_modify_replaces_in_place(void **state)
+{
+	struct tb_epset *set = tb_epset_get_or_make(11);
+	struct seen s;
+
+	(void)state;
+	tb_epset_put(set, 5, EPOLLOUT, 0x100, 1);
+	/* libuv's churn: every read/write switch is a MOD */
+	for (int k = 0; k < 1000; k++)
+		tb_epset_put(set, 5, k % 2 ? EPOLLIN : EPOLLOUT, 0x100, 1);
+	tb_epset_put(set, 5, EPOLLIN | EPOLLET, 0x100, 2);
+	s = scan(set);
+	assert_int_equal(s.n, 1);
+	assert_int_equal(s.events[0], EPOLLIN | EPOLLET);
+	assert_int_equal(s.data[0], 2);
+	assert_int_equal(atomic_load(&set->live), 1);
+	tb_epset_put_ref(set);
+	tb_epset_drop(11);
+}
+
+static void test_delete_removes_only_that_fd(void **state)
+{
+	struct tb_epset *set = tb_epset_get_or_make(12);
+	struct seen s;
+
+	(void)state;
+	tb_epset_put(set, 5, EPOLLIN, 1, 5);
+	tb_epset_put(set, 6, EPOLLIN, 2, 6);
+	tb_epset_del(set, 5);
+	tb_epset_del(set, 99); /* never registered: nothing */
+	s = scan(set);
+	assert_int_equal(s.n, 1);
+	assert_int_equal(s.fd[0], 6);
+	/* re-adding after a delete reuses the tombstone's chain correctly */
+	tb_epset_put(set, 5, EPOLLOUT, 3, 5);
+	s = scan(set);
+	assert_int_equal(s.n, 2);
+	assert_int_equal(s.events[index_of(&s, 5)], EPOLLOUT);
+	assert_int_equal(s.tag[index_of(&s, 5)], 3);
+	tb_epset_put_ref(set);
+	tb_epset_drop(12);
+}
+
+static void test_close_while_registered_forgets_in_every_instance(void **state)
+{
+	struct tb_epset *a = tb_epset_get_or_make(13), *b = tb_epset_get_or_make(14);
+
+	(void)state;
+	tb_epset_put(a, 5, EPOLLIN, 1, 5);
+	tb_epset_put(b, 5, EPOLLOUT, 1, 5);
+	tb_epset_put(b, 6, EPOLLOUT, 2, 6);
+	tb_epset_forget_fd(5);
+	assert_int_equal(scan(a).n, 0);
+	assert_int_equal(scan(b).n, 1);
+	assert_int_equal(scan(b).fd[0], 6);
+	tb_epset_put_ref(a);
+	tb_epset_put_ref(b);
+	tb_epset_drop(13);
+	tb_epset_drop(14);
+}
+
+/* dup: two numbers of one socket registered separately carry the same tag; closing one
+ * number forgets that number only (the kernel's registration of a closed number whose file
+ * is still open through the dup stays, unfollowed: documented). */
+static void test_dup_numbers_are_separate_entries(void **state)
+{
+	struct tb_epset *set = tb_epset_get_or_make(15);
+	struct seen s;
+
+	(void)state;
+	tb_epset_put(set, 5, EPOLLIN, 0x77, 5);
+	tb_epset_put(set, 8, EPOLLIN, 0x77, 8);
+	tb_epset_forget_fd(5);
+	s = scan(set);
+	assert_int_equal(s.n, 1);
+	assert_int_equal(s.fd[0], 8);
+	assert_int_equal(s.tag[0], 0x77);
+	tb_epset_put_ref(set);
+	tb_epset_drop(15);
+}
+
+static void test_oneshot_disarm_needs_the_same_tag(void **state)
+{
+	struct tb_epset *set = tb_epset_get_or_make(16);
+
+	(void)state;
+	tb_epset_put(set, 5, EPOLLIN | EPOLLONESHOT, 0x10, 5);
+	tb_epset_disarm(set, 5, 0x11); /* a newer socket under that number: untouched */
+	assert_int_equal(scan(set).events[0], EPOLLIN | EPOLLONESHOT);
+	tb_epset_disarm(set, 5, 0x10);
+	assert_int_equal(scan(set).events[0], 0);
+	tb_epset_put(set, 5, EPOLLIN | EPOLLONESHOT, 0x10, 5); /* MOD re-arms */
+	assert_int_equal(scan(set).events[0], EPOLLIN | EPOLLONESHOT);
+	tb_epset_put_ref(set);
+	tb_epset_drop(16);
+}
+
+static void test_growth_keeps_every_entry_and_drops_tombstones(void **state)
+{
+	struct tb_epset *set = tb_epset_get_or_make(17);
+	struct seen s;
+
+	(void)state;
+	for (int fd = 0; fd < 1000; fd++)
+		assert_int_equal(tb_epset_put(set, fd, EPOLLIN, (uint64_t)fd, (uint64_t)fd), 0);
+	for (int fd = 0; fd < 1000; fd += 2)
+		tb_epset_del(set, fd);
+	for (int round = 0; round < 20; round++) /* churn: add and delete many times */
+		for (int fd = 1000; fd < 1100; fd++) {
+			tb_epset_put(set, fd, EPOLLOUT, 1, 1);
+			tb_epset_del(set, fd);
+		}
+	s = scan(set);
+	assert_int_equal(s.n, 500);
+	for (int fd = 1; fd < 1000; fd += 2)
+		assert_int_equal(s.tag[index_of(&s, fd)], (uint64_t)fd);
+	assert_int_equal(atomic_load(&set->live), 500);
+	/* the array stays proportionate to what is live */
+	assert_true(atomic_load(&set->arr)->cap <= 4096);
+	tb_epset_put_ref(set);
+	tb_epset_drop(17);
+}
+
+static void test_scan_stops_when_asked(void **state)
+{
+	struct tb_epset *set = tb_epset_get_or_make(18);
+	struct seen s;
+
+	(void)state;
+	for (int fd = 0; fd < 10; fd++)
+		tb_epset_put(set, fd, EPOLLIN, 0, 0);
+	memset(&s, 0, sizeof(s));
+	s.stop_after = 3;
+	tb_epset_scan(set, collect, &s);
+	assert_int_equal(s.n, 3);
+	tb_epset_put_ref(set);
+	tb_epset_drop(18);
+}
+
+/* Closing an epoll fd while another thread holds its instance (inside epoll_wait): the
+ * instance lives until that reference goes; the number then has nothing, and a new instance
+ * made under the same number starts empty. */
+static void test_drop_while_referenced_then_reuse(void **state)
+{
+	struct tb_epset *held = tb_epset_get_or_make(19), *fresh;
+
+	(void)state;
+	tb_epset_put(held, 5, EPOLLIN, 1, 5);
+	tb_epset_drop(19);
+	assert_null(tb_epset_get(19));
+	assert_int_equal(scan(held).n, 1); /* still readable by its holder */
+	tb_epset_put_ref(held);
+	fresh = tb_epset_get_or_make(19);
+	assert_non_null(fresh);
+	assert_int_equal(scan(fresh).n, 0);
+	tb_epset_put_ref(fresh);
+	tb_epset_drop(19);
+}
+
+/* fork: the child's table is a copy (its epoll fds share the kernel instance); a lock
+ * another thread of the parent held at the fork is free in the child. */
+static void test_fork_child_inherits_sets_and_lock_is_free(void **state)
+{
+	struct tb_epset *set = tb_epset_get_or_make(20);
+	pid_t pid;
+	int status;
+
+	(void)state;
+	tb_epset_put(set, 5, EPOLLIN, 1, 5);
+	atomic_flag_test_and_set(&set->lock); /* as if held by another thread at fork */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct tb_epset *c;
+
+		tb_epset_fork_child();
+		c = tb_epset_get(20);
+		if (c == NULL || scan(c).n != 1)
+			_exit(1);
+		tb_epset_put(c, 6, EPOLLOUT, 2, 6); /* would spin forever on a held lock */
+		_exit(scan(c).n == 2 ? 0 : 2);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	atomic_flag_clear(&set->lock);
+	assert_int_equal(scan(set).n, 1); /* the parent's set is its own */
+	tb_epset_put_ref(set);
+	tb_epset_drop(20);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_unknown_epfd_has_no_instance),
+		cmocka_unit_test(test_register_then_scan_sees_it),
+		cmocka_unit_test(test_modify_replaces_in_place),
+		cmocka_unit_test(test_delete_removes_only_that_fd),
+		cmocka_unit_test(test_close_while_registered_forgets_in_every_instance),
+		cmocka_unit_test(test_dup_numbers_are_separate_entries),
+		cmocka_unit_test(test_oneshot_disarm_needs_the_same_tag),
+		cmocka_unit_test(test_growth_keeps_every_entry_and_drops_tombstones),
+		cmocka_unit_test(test_scan_stops_when_asked),
+		cmocka_unit_test(test_drop_while_referenced_then_reuse),
+		cmocka_unit_test(test_fork_child_inherits_sets_and_lock_is_free),
+	};
+
+	return cmocka_run_group_tests(tests, setup, NULL);
+}
