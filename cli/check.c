@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "duration.h"
 #include "env.h"
+#include "frame.h"
 #include "lint.h"
 
 void tb_cli_config_error(void *ctx, const struct tb_config_error *e)
@@ -238,6 +239,12 @@ static void value_text(const struct tb_resolved *r, int f, char *buf, size_t len
 	case TB_ENV_LOG_LEVEL:
 		snprintf(buf, len, "%s", s->log_level == TB_LOG_LEVEL_INFO ? "info" : "warn");
 		return;
+	case TB_ENV_PROTOCOL: {
+		const char *name = tb_proto_name((enum tb_proto)s->protocol);
+
+		snprintf(buf, len, "%s", name != NULL ? name : "auto");
+		return;
+	}
 	case TB_ENV_PATH:
 		break;
 	}
