@@ -69,6 +69,7 @@ TB_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 		if (tb_xfer_begin(&x_, s, fd, TB_WR, false) < 0)                            \
 			return -1;                                                          \
 		x_.sigpipe = true;                                                          \
+		x_.peek = false;                                                            \
 		tb_xfer_data(&x_, (buf_), (iov_), (iovcnt_));                               \
 		r_ = (send_call);                                                           \
 		if (TB_UNLIKELY(r_ < 0 && errno == ENOTSOCK)) {                             \
