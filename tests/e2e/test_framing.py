@@ -188,3 +188,189 @@ def test_python_https_handshake_is_one_call_tls13():
 @lib.timeout(60)
 def test_python_https_handshake_is_one_call_tls12():
     check_tls_one_call("python3", ssl.TLSVersion.TLSv1_2)
+
+
+# ---- an idle keep-alive connection in a poll loop ------------------------------------------
+
+class KeepAliveServer:
+    """HTTP/1.1 keep-alive on 127.0.0.1: GET /ok answers "ok\\n" (Content-Length) and keeps
+    the connection; GET /stall sends its headers and 10 of 100 body bytes, then stalls."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.sock.close()
+        return False
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn):
+        buf = b""
+        try:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    data = conn.recv(4096)
+                    if not data:
+                        return
+                    buf += data
+                head, buf = buf.split(b"\r\n\r\n", 1)
+                if head.startswith(b"GET /stall"):
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + b"x" * 10)
+                    time.sleep(8)
+                    return
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+
+# One keep-alive connection: a request, then the connection sits idle in a poll set for
+# IDLE_MS (a loop that waits for other work), then another request on it, then (argv[2]
+# == "stall") a request whose answer stalls mid-body, read through poll.
+POLL_CLIENT = r'''
+import select, socket, sys, time
+port, idle_ms, last = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+s = socket.create_connection(("127.0.0.1", port))
+p = select.poll()
+p.register(s, select.POLLIN)
+
+def fetch(path):
+    s.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    buf = b""
+    while not (b"\r\n\r\n" in buf and buf.endswith(b"ok\n")):
+        if not p.poll(10000):
+            sys.exit("poll: no answer")
+        data = s.recv(4096)
+        if not data:
+            sys.exit("eof")
+        buf += data
+    return buf
+
+print(fetch(b"/ok").split(b"\r\n\r\n")[1].decode(), end="")
+t0 = time.monotonic()
+ev = p.poll(idle_ms)
+print("idle events=%r after %d ms" % (ev, (time.monotonic() - t0) * 1000))
+print(fetch(b"/ok").split(b"\r\n\r\n")[1].decode(), end="")
+if last == "stall":
+    s.sendall(b"GET /stall HTTP/1.1\r\nHost: x\r\n\r\n")
+    while True:
+        if not p.poll(10000):
+            sys.exit("poll: no answer")
+        try:
+            data = s.recv(4096)
+        except OSError as e:
+            sys.exit("recv: %s" % e)
+        if not data:
+            sys.exit("eof")
+'''
+
+
+def poll_client(port, last, env):
+    need("python3")
+    return lib.run(["python3", "-c", POLL_CLIENT, str(port), "3000", last], env=env,
+                   timeout=30)
+
+
+@lib.timeout(60)
+def test_poll_idle_keepalive_rests():
+    """An answered keep-alive connection in a poll set for 3 s, with read_timeout and a
+    deadline of 1 s: nothing runs on it while it rests, and the next request works."""
+    with KeepAliveServer() as srv:
+        res = poll_client(srv.port, "ok", lib.preload_env(
+            {"TIMEBOX_READ_TIMEOUT": "1s", "TIMEBOX_DEADLINE": "1s"}))
+        assert res.returncode == 0, res
+        assert res.stdout.startswith("ok\nidle events=[] after "), res
+        assert res.stdout.endswith("ok\n"), res
+        assert lib.tb_lines(res.stderr) == [], res
+
+
+@lib.timeout(60)
+def test_poll_stall_mid_body_is_cut_at_read():
+    """The same loop, then an answer that stalls after 10 of its 100 body bytes: the
+    connection awaits the rest, and the read timeout cuts it."""
+    with KeepAliveServer() as srv:
+        t0 = time.monotonic()
+        res = poll_client(srv.port, "stall", lib.preload_env(
+            {"TIMEBOX_READ_TIMEOUT": "1s", "TIMEBOX_DEADLINE": "5s"}))
+        assert res.returncode != 0, res
+        assert "idle events=[]" in res.stdout, res
+        assert "recv:" in res.stderr and "timed out" in res.stderr, res
+        events = lib.tb_records(res.stderr, event="timeout")
+        assert len(events) == 1, res
+        assert events[0]["phase"] == "read", res
+        assert int(events[0]["elapsed_ms"]) >= 1000, res
+        # 3 s idle, then the cut 1 s after the last bytes.
+        assert 4000 <= res.elapsed_ms < 4000 + SLACK_MS + STARTUP_MS + 300, res
+        assert (time.monotonic() - t0) * 1000 >= res.elapsed_ms
+
+
+# ---- Redis: a subscription is a session, a blocking command an ordinary call ---------------
+
+def redis_server():
+    import test_programs
+    return test_programs.RedisServer()
+
+
+@lib.timeout(60)
+def test_redis_subscribe_is_a_session():
+    """redis-cli SUBSCRIBE with a 1 s deadline and read timeout: the subscribed connection
+    is a session (no deadline, no read limit), so messages 1.5 s apart all arrive."""
+    with redis_server() as redis:
+        sub = subprocess.Popen(redis.argv(["SUBSCRIBE", "news"]), text=True,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE,
+                               env=lib.preload_env({"TIMEBOX_DEADLINE": "1s",
+                                                    "TIMEBOX_READ_TIMEOUT": "1s"}))
+        try:
+            lib.wait_for(lambda: redis.cli(["PUBSUB", "NUMSUB", "news"]).stdout.split()[-1:]
+                         == ["1"] or sub.poll() is not None, timeout=10,
+                         what="redis-cli to subscribe")
+            for i in range(3):
+                time.sleep(1.5)  # the gap between messages is the point of the test
+                assert sub.poll() is None, "the subscriber ended: %s" % sub.stderr.read()
+                assert redis.cli(["PUBLISH", "news", "m%d" % i]).stdout.strip() == "1"
+            time.sleep(0.3)
+            assert sub.poll() is None, "the subscriber ended: %s" % sub.stderr.read()
+        finally:
+            sub.kill()
+            out, err = sub.communicate()
+        for i in range(3):
+            assert "m%d" % i in out, (out, err)
+        assert "timebox" not in err, err
+
+
+@lib.timeout(60)
+def test_redis_blpop_is_an_ordinary_call():
+    """BLPOP 2 with a 1 s read timeout: a blocking command is an ordinary call (its reply is
+    its first byte), so first_byte cuts it at 1 s, as it would any slow reply. A destination
+    used for blocking commands wants a first_byte_timeout longer than the block."""
+    with redis_server() as redis:
+        res = redis.cli(["BLPOP", "empty", "2"],
+                        env=lib.preload_env({"TIMEBOX_READ_TIMEOUT": "1s"}), timeout=10)
+        assert res.returncode != 0, res
+        events = lib.tb_records(res.stderr, event="timeout")
+        assert len(events) == 1 and events[0]["phase"] == "first_byte", res
+        assert 1000 <= res.elapsed_ms < 1000 + SLACK_MS + STARTUP_MS, res
+        # With a first_byte_timeout longer than the block, the empty reply comes back.
+        res = redis.cli(["BLPOP", "empty", "2"],
+                        env=lib.preload_env({"TIMEBOX_READ_TIMEOUT": "1s",
+                                             "TIMEBOX_FIRST_BYTE_TIMEOUT": "3s"}),
+                        timeout=10)
+        assert res.returncode == 0 and lib.tb_lines(res.stderr) == [], res
+        assert res.elapsed_ms >= 2000, res
