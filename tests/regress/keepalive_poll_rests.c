@@ -92,6 +92,7 @@ int main(int argc, char **argv)
 	TBR_CHECK(n == 0, "poll on the idle connection returned %d (revents %#x) after %.0f ms: "
 		  "the resting connection was cut", n, (unsigned)p.revents, tbt_now_ms() - t0);
 	TBR_CHECK(fetch(fd) == 0, "second GET on the same connection: %s", strerror(errno));
-	close(fd);
+	close(fd); /* the server sees EOF and ends */
+	pthread_join(t, NULL);
 	return 0;
 }
