@@ -182,6 +182,7 @@ static void check_usage(FILE *out)
 		"  unbounded-gate-wait       max_conns with neither acquire_timeout nor a deadline\n"
 		"  cap-vs-littles-law        max_conns far from expected_rps x expected_p99 x 1.5\n"
 		"  deadline-exceeds-inbound  a deadline not shorter than --inbound\n"
+		"  session-has-no-deadline   protocol = session with a deadline, or in the defaults\n"
 		"--explain DEST prints the effective settings for DEST (host:port, ip:port,\n"
 		"[ipv6]:port or unix:/path) and where each one comes from.\n"
 		"\n"
