@@ -10,6 +10,7 @@ import os
 import shutil
 import socket
 import ssl
+import struct
 import subprocess
 import tempfile
 import threading
@@ -374,3 +375,106 @@ def test_redis_blpop_is_an_ordinary_call():
                         timeout=10)
         assert res.returncode == 0 and lib.tb_lines(res.stderr) == [], res
         assert res.elapsed_ms >= 2000, res
+
+
+# ---- PostgreSQL: startup, authentication and the first query are one call -----------------
+
+class SlowPostgres:
+    """A fake PostgreSQL server on 127.0.0.1 that answers each client message `delay`
+    seconds late: the SSLRequest (N), the startup (a cleartext password request), the
+    password (AuthenticationOk, ReadyForQuery), and every query (CommandComplete,
+    ReadyForQuery)."""
+
+    def __init__(self, delay=FLIGHT_DELAY):
+        self.delay = delay
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.sock.close()
+        return False
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def _exact(conn, n):
+        buf = b""
+        while len(buf) < n:
+            data = conn.recv(n - len(buf))
+            if not data:
+                raise OSError("eof")
+            buf += data
+        return buf
+
+    @staticmethod
+    def _msg(kind, body):
+        return kind + struct.pack("!I", len(body) + 4) + body
+
+    def _one(self, conn):
+        try:
+            while True:  # SSLRequest (answered N), then the startup packet
+                n = struct.unpack("!I", self._exact(conn, 4))[0]
+                body = self._exact(conn, n - 4)
+                if struct.unpack("!I", body[:4])[0] != 80877103:
+                    break
+                time.sleep(self.delay)
+                conn.sendall(b"N")
+            time.sleep(self.delay)
+            conn.sendall(self._msg(b"R", struct.pack("!I", 3)))  # cleartext password
+            while True:
+                kind = self._exact(conn, 1)
+                n = struct.unpack("!I", self._exact(conn, 4))[0]
+                self._exact(conn, n - 4)
+                if kind == b"X":
+                    return
+                time.sleep(self.delay)
+                if kind == b"p":
+                    conn.sendall(self._msg(b"R", struct.pack("!I", 0)) +
+                                 self._msg(b"S", b"server_version\x0016.0\x00") +
+                                 self._msg(b"S", b"client_encoding\x00UTF8\x00") +
+                                 self._msg(b"K", struct.pack("!II", 1, 2)) +
+                                 self._msg(b"Z", b"I"))
+                else:
+                    conn.sendall(self._msg(b"C", b"SELECT 0\x00") + self._msg(b"Z", b"I"))
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+
+def psql_run(env):
+    with SlowPostgres() as srv:
+        env = dict(env, PGPASSWORD="x", PGSSLMODE="disable", PGCONNECT_TIMEOUT="30")
+        return lib.run(["psql", "-X", "-q", "-h", "127.0.0.1", "-p", str(srv.port), "-U", "u",
+                        "-d", "d", "-c", "select 1"], env=env, timeout=20)
+
+
+@lib.timeout(60)
+def test_psql_startup_is_one_call():
+    """psql against a server 700 ms late on every answer, with a 1 s deadline: the startup,
+    the password exchange and the first query are one call, cut at 1 s (not one deadline
+    per turn, under which every turn fits)."""
+    if shutil.which("psql") is None:
+        lib.skip("psql is not installed")
+    lib.require_runs_with_sanitizer(["psql", "--version"])
+    native = psql_run(lib.native_env())
+    assert native.returncode == 0 and native.elapsed_ms >= 2100, native
+    res = psql_run(lib.preload_env({"TIMEBOX_DEADLINE": "1s"}))
+    assert res.returncode != 0, res
+    events = lib.tb_records(res.stderr, event="timeout")
+    assert len(events) == 1 and events[0]["phase"] == "deadline", res
+    assert int(events[0]["elapsed_ms"]) >= 1000, res
+    assert 1000 <= res.elapsed_ms < 1000 + SLACK_MS + STARTUP_MS, res
