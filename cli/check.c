@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "duration.h"
 #include "env.h"
+#include "frame.h"
 #include "lint.h"
 
 void tb_cli_config_error(void *ctx, const struct tb_config_error *e)
@@ -181,6 +182,7 @@ static void check_usage(FILE *out)
 		"  unbounded-gate-wait       max_conns with neither acquire_timeout nor a deadline\n"
 		"  cap-vs-littles-law        max_conns far from expected_rps x expected_p99 x 1.5\n"
 		"  deadline-exceeds-inbound  a deadline not shorter than --inbound\n"
+		"  session-has-no-deadline   protocol = session with a deadline, or in the defaults\n"
 		"--explain DEST prints the effective settings for DEST (host:port, ip:port,\n"
 		"[ipv6]:port or unix:/path) and where each one comes from.\n"
 		"\n"
@@ -238,6 +240,12 @@ static void value_text(const struct tb_resolved *r, int f, char *buf, size_t len
 	case TB_ENV_LOG_LEVEL:
 		snprintf(buf, len, "%s", s->log_level == TB_LOG_LEVEL_INFO ? "info" : "warn");
 		return;
+	case TB_ENV_PROTOCOL: {
+		const char *name = tb_proto_name((enum tb_proto)s->protocol);
+
+		snprintf(buf, len, "%s", name != NULL ? name : "auto");
+		return;
+	}
 	case TB_ENV_PATH:
 		break;
 	}

@@ -66,6 +66,8 @@ static const char *value_hint(enum tb_env_kind kind)
 		return "wait|fail";
 	case TB_ENV_LOG_LEVEL:
 		return "warn|info";
+	case TB_ENV_PROTOCOL:
+		return "auto|http|tls|postgres|redis|session|raw";
 	case TB_ENV_PATH:
 		return "FILE";
 	case TB_ENV_BOOL:

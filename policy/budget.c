@@ -45,13 +45,14 @@ void tb_budget_open_process(struct tb_budget *b, const struct tb_settings *s, in
 	b->deadline = s->deadline_ns > 0 ? add_sat(now, s->deadline_ns) : TB_NEVER;
 }
 
-static int step_locked(struct tb_budget *b, const struct tb_settings *s,
-		       const struct tb_dest *d, int64_t now, int64_t *start, int64_t *deadline);
+static inline __attribute__((always_inline)) int
+step_locked(struct tb_budget *b, const struct tb_settings *s, const struct tb_dest *d,
+	    int64_t now, int64_t *start, int64_t *deadline, bool continues);
 static void expired_locked(struct tb_budget *b, const struct tb_settings *s,
 			   const struct tb_dest *d, enum tb_phase phase, int64_t call_deadline);
 
-int tb_budget_step(struct tb_budget *b, const struct tb_settings *s, const struct tb_dest *d,
-		   int64_t now, int64_t *start, int64_t *deadline)
+static inline __attribute__((always_inline)) int step(struct tb_budget *b, const struct tb_settings *s, const struct tb_dest *d,
+		int64_t now, int64_t *start, int64_t *deadline, bool continues)
 {
 	int rc;
 
@@ -67,17 +68,34 @@ int tb_budget_step(struct tb_budget *b, const struct tb_settings *s, const struc
 	}
 	if (!enter(b))
 		return TB_STEP_GO;
-	rc = step_locked(b, s, d, now, start, deadline);
+	rc = step_locked(b, s, d, now, start, deadline, continues);
 	leave(b);
 	return rc;
 }
 
-static int step_locked(struct tb_budget *b, const struct tb_settings *s,
-		       const struct tb_dest *d, int64_t now, int64_t *start, int64_t *deadline)
+int tb_budget_step(struct tb_budget *b, const struct tb_settings *s, const struct tb_dest *d,
+		   int64_t now, int64_t *start, int64_t *deadline)
+{
+	return step(b, s, d, now, start, deadline, false);
+}
+
+int tb_budget_step_continue(struct tb_budget *b, const struct tb_settings *s,
+			    const struct tb_dest *d, int64_t now, int64_t *start, int64_t *deadline)
+{
+	return step(b, s, d, now, start, deadline, true);
+}
+
+/* Inlined in each entry (their `continues` is a constant there): the hot path's step stays
+ * one function, as it was before it had two callers. */
+static inline __attribute__((always_inline)) int
+step_locked(struct tb_budget *b, const struct tb_settings *s, const struct tb_dest *d,
+	    int64_t now, int64_t *start, int64_t *deadline, bool continues)
 {
 	bool expired_now = false;
 
-	if (b->open && b->saw_response)
+	if (continues)
+		b->saw_response = false; /* what was read belongs to this call's exchange */
+	else if (b->open && b->saw_response)
 		close_call(b); /* the previous call was answered: this is the next one */
 	if (b->open && now >= b->deadline) {
 		if (b->failed) {

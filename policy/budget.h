@@ -74,6 +74,18 @@ enum tb_step {
 int tb_budget_step(struct tb_budget *b, const struct tb_settings *s, const struct tb_dest *d,
 		   int64_t now, int64_t *start, int64_t *deadline);
 
+/*
+ * tb_budget_step for a send that the protocol says continues the call under way (a TLS
+ * handshake flight, PostgreSQL authentication, a pipelined request): response bytes read
+ * since the last send do not close the call (they were a handshake's or an earlier
+ * pipelined answer's), and the call's answer is still to come. Everything else as
+ * tb_budget_step (a call whose deadline passed unseen with nothing failed still gives way to
+ * a new one: a pool's connection, opened and left idle, is not cut for the time it waited).
+ * @unittest test_budget.c: test_continued_step_keeps_the_call
+ */
+int tb_budget_step_continue(struct tb_budget *b, const struct tb_settings *s,
+			    const struct tb_dest *d, int64_t now, int64_t *start, int64_t *deadline);
+
 /* Response bytes were read (the call has an answer; the next send starts a new call). */
 void tb_budget_on_response(struct tb_budget *b, const struct tb_settings *s);
 

@@ -165,6 +165,7 @@ static const char *type_error(enum tb_env_kind kind, int t)
 	case TB_ENV_LOG:
 	case TB_ENV_GATE_NB:
 	case TB_ENV_LOG_LEVEL:
+	case TB_ENV_PROTOCOL:
 	case TB_ENV_PATH:
 		return t == CONFIG_TYPE_STRING ? NULL : "wrong type: this setting is a string";
 	}

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "duration.h"
+#include "frame.h"
 
 #define AT(member) offsetof(struct tb_settings, member)
 
@@ -45,6 +46,8 @@ const struct tb_env_var tb_env_vars[] = {
 	  "what the deadline covers: call (default) or process" },
 	{ "TIMEBOX_ON_TIMEOUT", "--on-timeout", TB_ENV_ON_TIMEOUT, TB_ENV_NO_FIELD,
 	  "errno on expiry: etimedout (default) or eagain" },
+	{ "TIMEBOX_PROTOCOL", "--protocol", TB_ENV_PROTOCOL, TB_ENV_NO_FIELD,
+	  "what sockets speak: auto (default: detected), http, tls, postgres, redis, session, raw" },
 	{ "TIMEBOX_LOG", "--log", TB_ENV_LOG, TB_ENV_NO_FIELD,
 	  "where expiries go: stderr (default), syslog, off or an absolute file path" },
 	{ "TIMEBOX_LOG_LEVEL", "--log-level", TB_ENV_LOG_LEVEL, TB_ENV_NO_FIELD,
@@ -75,6 +78,8 @@ static const char E_BOOL[] = "a switch is 1, 0, true, false, yes, no, on or off"
 static const char E_COUNT[] = "a count is a whole number from 1 to 1000000, or 0/off for none";
 static const char E_GATE_NB[] = "gate_nonblocking is wait or fail";
 static const char E_LOG_LEVEL[] = "a log level is warn or info";
+static const char E_PROTOCOL[] =
+	"a protocol is auto, http, tls, postgres, redis, session or raw";
 static const char E_PATH[] = "a file name is empty";
 
 const struct tb_env_var *tb_env_find(const char *key, int by_option)
@@ -252,6 +257,15 @@ int tb_env_apply(struct tb_settings *s, const struct tb_env_var *var, const char
 		else
 			why = E_GATE_NB;
 		break;
+	case TB_ENV_PROTOCOL: {
+		enum tb_proto p;
+
+		if (tb_proto_parse(value, &p) == 0)
+			s->protocol = (uint8_t)p;
+		else
+			why = E_PROTOCOL;
+		break;
+	}
 	case TB_ENV_LOG_LEVEL:
 		if (strcmp(value, "warn") == 0)
 			s->log_level = TB_LOG_LEVEL_WARN;

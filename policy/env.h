@@ -18,6 +18,7 @@ enum tb_env_kind {
 	TB_ENV_COUNT,      /* a positive integer, or 0/off for none */
 	TB_ENV_GATE_NB,    /* wait|fail */
 	TB_ENV_LOG_LEVEL,  /* warn|info */
+	TB_ENV_PROTOCOL,   /* auto|http|tls|postgres|redis|session|raw */
 	TB_ENV_PATH,       /* a file name; sets nothing in tb_settings (TIMEBOX_CONFIG) */
 };
 

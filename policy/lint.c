@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "duration.h"
+#include "frame.h"
 
 struct sink {
 	struct tb_finding *out;
@@ -212,6 +213,29 @@ static void lint_gate(struct sink *s, const struct tb_resolved *r)
 	}
 }
 
+/* protocol = session: a session has no deadline and no first_byte; read_timeout is its
+ * inactivity limit. In the defaults that is every destination. */
+static void lint_protocol(struct sink *s, const struct tb_resolved *r)
+{
+	const struct tb_settings *c = &r->set;
+	char a[TB_DURATION_TEXT_MAX];
+
+	if (c->protocol != TB_PROTO_SESSION)
+		return;
+	if (strcmp(s->scope, "defaults") == 0)
+		add(s, TB_LINT_SESSION,
+		    "set protocol = \"session\" in a rule that names the streaming destination, "
+		    "and leave the defaults at \"auto\"",
+		    "protocol = session in the defaults makes every destination a session: no "
+		    "deadline and no first_byte timeout apply anywhere");
+	else if (c->deadline_ns > 0)
+		add(s, TB_LINT_SESSION,
+		    "drop the deadline from this rule (deadline = \"off\"), or use protocol = "
+		    "\"auto\" if its connections are request/response",
+		    "the deadline %s never applies: protocol = session has none (its read_timeout "
+		    "is the inactivity limit)", D(c->deadline_ns, a));
+}
+
 size_t tb_lint_scope(const struct tb_resolved *r, const char *scope, int line, int64_t inbound_ns,
 		     struct tb_finding *out, size_t max)
 {
@@ -221,6 +245,7 @@ size_t tb_lint_scope(const struct tb_resolved *r, const char *scope, int line, i
 		return 0;
 	lint_deadline(&s, r, inbound_ns);
 	lint_gate(&s, r);
+	lint_protocol(&s, r);
 	return s.n;
 }
 

@@ -16,6 +16,7 @@
 #define TB_LINT_GATE_WAIT "unbounded-gate-wait"
 #define TB_LINT_LITTLE "cap-vs-littles-law"
 #define TB_LINT_INBOUND "deadline-exceeds-inbound"
+#define TB_LINT_SESSION "session-has-no-deadline"
 
 struct tb_finding {
 	const char *rule;          /* one of TB_LINT_* */

@@ -59,6 +59,9 @@ struct tb_settings {
 	char log_path[TB_LOG_PATH_MAX];
 	enum tb_log_level log_level;
 	bool strict;
+	/* enum tb_proto (frame.h): what a socket speaks; auto (0, the default) detects it.
+	 * A forced `session` also makes read_ns the session's inactivity limit. */
+	uint8_t protocol;
 };
 
 /* Built-in defaults: nothing limited, log to stderr, scope=call. */

@@ -25,18 +25,20 @@ ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
  * path must stay a bounds check, a load and a tail call into libc.
  * `sigpipe`: the program's own call would raise SIGPIPE on EPIPE (see tb_xfer_end).
  */
-#define GOVERNED(side, dontwait, sigpipe_, call)                                            \
+#define GOVERNED(side, dontwait, sigpipe_, buf_, iov_, iovcnt_, peek_, call)                \
 	do {                                                                                \
 		struct tb_xfer x_;                                                          \
 		if (tb_xfer_begin(&x_, s, fd, (side), (dontwait)) < 0)                      \
 			return -1;                                                          \
 		x_.sigpipe = (sigpipe_);                                                    \
+		x_.peek = (peek_);                                                          \
+		tb_xfer_data(&x_, (buf_), (iov_), (iovcnt_));                               \
 		return tb_xfer_end(&x_, (call));                                            \
 	} while (0)
 
 static TB_SLOW ssize_t governed_read(struct tb_sock *s, int fd, void *buf, size_t n)
 {
-	GOVERNED(TB_RD, false, false, tb_real.read(fd, buf, n));
+	GOVERNED(TB_RD, false, false, buf, NULL, 0, false, tb_real.read(fd, buf, n));
 }
 
 TB_EXPORT ssize_t read(int fd, void *buf, size_t n)
@@ -60,13 +62,15 @@ TB_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
  * unseen (a raw close system call) and now names a file or a pipe, so the slot is stale:
  * drop it and make the program's own call.
  */
-#define GOVERNED_WRITE(send_call, own_call)                                                 \
+#define GOVERNED_WRITE(buf_, iov_, iovcnt_, send_call, own_call)                            \
 	do {                                                                                \
 		struct tb_xfer x_;                                                          \
 		ssize_t r_;                                                                 \
 		if (tb_xfer_begin(&x_, s, fd, TB_WR, false) < 0)                            \
 			return -1;                                                          \
 		x_.sigpipe = true;                                                          \
+		x_.peek = false;                                                            \
+		tb_xfer_data(&x_, (buf_), (iov_), (iovcnt_));                               \
 		r_ = (send_call);                                                           \
 		if (TB_UNLIKELY(r_ < 0 && errno == ENOTSOCK)) {                             \
 			tb_xfer_abandon_stale(&x_);                                              \
@@ -78,7 +82,7 @@ TB_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 static TB_SLOW ssize_t governed_write(struct tb_sock *s, int fd, const void *buf, size_t n)
 {
 	/* write(2) on a connected stream socket is send(2) with no flags. */
-	GOVERNED_WRITE(tb_real.send(fd, buf, n, MSG_NOSIGNAL), tb_real.write(fd, buf, n));
+	GOVERNED_WRITE(buf, NULL, 0, tb_real.send(fd, buf, n, MSG_NOSIGNAL), tb_real.write(fd, buf, n));
 }
 
 TB_EXPORT ssize_t write(int fd, const void *buf, size_t n)
@@ -92,7 +96,7 @@ TB_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 
 static TB_SLOW ssize_t governed_readv(struct tb_sock *s, int fd, const struct iovec *iov, int n)
 {
-	GOVERNED(TB_RD, false, false, tb_real.readv(fd, iov, n));
+	GOVERNED(TB_RD, false, false, NULL, iov, (size_t)n, false, tb_real.readv(fd, iov, n));
 }
 
 TB_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
@@ -109,7 +113,7 @@ static TB_SLOW ssize_t governed_writev(struct tb_sock *s, int fd, const struct i
 {
 	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
 
-	GOVERNED_WRITE(tb_real.sendmsg(fd, &m, MSG_NOSIGNAL), tb_real.writev(fd, iov, n));
+	GOVERNED_WRITE(NULL, iov, (size_t)n, tb_real.sendmsg(fd, &m, MSG_NOSIGNAL), tb_real.writev(fd, iov, n));
 }
 
 TB_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
@@ -124,7 +128,7 @@ TB_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 
 static TB_SLOW ssize_t governed_recv(struct tb_sock *s, int fd, void *buf, size_t n, int flags)
 {
-	GOVERNED(TB_RD, flags & MSG_DONTWAIT, false, tb_real.recv(fd, buf, n, flags));
+	GOVERNED(TB_RD, flags & MSG_DONTWAIT, false, buf, NULL, 0, flags & MSG_PEEK, tb_real.recv(fd, buf, n, flags));
 }
 
 TB_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
@@ -145,7 +149,7 @@ TB_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int fla
 
 static TB_SLOW ssize_t governed_send(struct tb_sock *s, int fd, const void *buf, size_t n, int flags)
 {
-	GOVERNED(TB_WR, flags & MSG_DONTWAIT, !(flags & MSG_NOSIGNAL), tb_real.send(fd, buf, n, flags | MSG_NOSIGNAL));
+	GOVERNED(TB_WR, flags & MSG_DONTWAIT, !(flags & MSG_NOSIGNAL), buf, NULL, 0, false, tb_real.send(fd, buf, n, flags | MSG_NOSIGNAL));
 }
 
 TB_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
@@ -159,7 +163,7 @@ TB_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 
 static TB_SLOW ssize_t governed_recvfrom(struct tb_sock *s, int fd, void *buf, size_t n, int flags, struct sockaddr *addr, socklen_t *alen)
 {
-	GOVERNED(TB_RD, flags & MSG_DONTWAIT, false, tb_real.recvfrom(fd, buf, n, flags, addr, alen));
+	GOVERNED(TB_RD, flags & MSG_DONTWAIT, false, buf, NULL, 0, flags & MSG_PEEK, tb_real.recvfrom(fd, buf, n, flags, addr, alen));
 }
 
 TB_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *addr, socklen_t *alen)
@@ -181,7 +185,7 @@ TB_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int
 
 static TB_SLOW ssize_t governed_sendto(struct tb_sock *s, int fd, const void *buf, size_t n, int flags, const struct sockaddr *addr, socklen_t alen)
 {
-	GOVERNED(TB_WR, flags & MSG_DONTWAIT, !(flags & MSG_NOSIGNAL), tb_real.sendto(fd, buf, n, flags | MSG_NOSIGNAL, addr, alen));
+	GOVERNED(TB_WR, flags & MSG_DONTWAIT, !(flags & MSG_NOSIGNAL), buf, NULL, 0, false, tb_real.sendto(fd, buf, n, flags | MSG_NOSIGNAL, addr, alen));
 }
 
 TB_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *addr, socklen_t alen)
@@ -195,7 +199,7 @@ TB_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const str
 
 static TB_SLOW ssize_t governed_recvmsg(struct tb_sock *s, int fd, struct msghdr *msg, int flags)
 {
-	GOVERNED(TB_RD, flags & MSG_DONTWAIT, false, tb_real.recvmsg(fd, msg, flags));
+	GOVERNED(TB_RD, flags & MSG_DONTWAIT, false, NULL, msg != NULL ? msg->msg_iov : NULL, msg != NULL ? msg->msg_iovlen : 0, flags & MSG_PEEK, tb_real.recvmsg(fd, msg, flags));
 }
 
 TB_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
@@ -209,7 +213,7 @@ TB_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 
 static TB_SLOW ssize_t governed_sendmsg(struct tb_sock *s, int fd, const struct msghdr *msg, int flags)
 {
-	GOVERNED(TB_WR, flags & MSG_DONTWAIT, !(flags & MSG_NOSIGNAL), tb_real.sendmsg(fd, msg, flags | MSG_NOSIGNAL));
+	GOVERNED(TB_WR, flags & MSG_DONTWAIT, !(flags & MSG_NOSIGNAL), NULL, msg != NULL ? msg->msg_iov : NULL, msg != NULL ? msg->msg_iovlen : 0, false, tb_real.sendmsg(fd, msg, flags | MSG_NOSIGNAL));
 }
 
 TB_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)

@@ -124,6 +124,10 @@ struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct 
 	s->gate = NULL;
 	s->slot_fd = -1;
 	atomic_store_explicit(&s->has_slot, false, memory_order_relaxed);
+	tb_frame_init(&s->frame, (enum tb_proto)set->protocol);
+	atomic_store_explicit(&s->frame_flag, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->frame_state, (unsigned char)tb_frame_state(&s->frame),
+			      memory_order_relaxed);
 	atomic_store(&s->state, gen << 8 | TB_ST_CONNECTING);
 	return s;
 }
@@ -193,14 +197,29 @@ static struct tb_idle load_idle(struct tb_side_state *sd)
 	return c;
 }
 
+/*
+ * The framing's state decides which phases run (docs/design.md, "Calls as the protocol sees
+ * them"): a RESTING connection has nothing outstanding, so a wait to read it has no limit at
+ * all; a SESSION has no deadline, and a read limit only when the settings force
+ * protocol = session (read_timeout is then its inactivity limit); AWAITING takes first_byte
+ * or read from whether the answer began; ANSWERED, RAW and UNKNOWN follow the system-call
+ * rules (got_bytes: any byte received since the last send).
+ */
+static struct tb_expiry framed_expiry(struct tb_sock *s, enum tb_side side, unsigned fs)
+	__attribute__((noinline));
+
 struct tb_expiry tb_sock_expiry(struct tb_sock *s, enum tb_side side)
 {
 	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
 	int64_t deadline = atomic_load_explicit(&s->call_deadline, memory_order_relaxed);
-	struct tb_idle c = load_idle(&s->side[side]);
+	unsigned fs = atomic_load_explicit(&s->frame_state, memory_order_relaxed);
+	struct tb_idle c;
 	enum tb_phase phase;
 	int64_t at;
 
+	if (__builtin_expect((fs & TB_FS_STATE) > TB_FRAME_RAW, 0))
+		return framed_expiry(s, side, fs);
+	c = load_idle(&s->side[side]);
 	if (TB_ST(tb_sock_word(s)) == TB_ST_CONNECTING) {
 		int64_t start = atomic_load_explicit(&s->connect_start, memory_order_relaxed);
 
@@ -215,6 +234,51 @@ struct tb_expiry tb_sock_expiry(struct tb_sock *s, enum tb_side side)
 			phase = TB_PHASE_FIRST_BYTE;
 		at = tb_idle_expiry(&c, tb_settings_phase_limit(set, phase));
 	}
+	return tb_expiry_pick(phase, at, deadline);
+}
+
+/*
+ * tb_sock_expiry on a framed socket: the framing's state decides which phases run
+ * (docs/design.md, "Calls as the protocol sees them"). RESTING has nothing outstanding, so a
+ * wait to read it has no limit at all; a SESSION has no deadline, and a read limit only when
+ * the settings force protocol = session (read_timeout is then its inactivity limit);
+ * AWAITING takes first_byte or read from whether the answer began; ANSWERED is read.
+ */
+static struct tb_expiry framed_expiry(struct tb_sock *s, enum tb_side side, unsigned fs)
+{
+	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
+	int64_t deadline = atomic_load_explicit(&s->call_deadline, memory_order_relaxed);
+	struct tb_idle c = load_idle(&s->side[side]);
+	enum tb_phase phase;
+	int64_t at;
+
+	if ((fs & TB_FS_STATE) == TB_FRAME_SESSION)
+		deadline = TB_NEVER;
+	if (TB_ST(tb_sock_word(s)) == TB_ST_CONNECTING) {
+		int64_t start = atomic_load_explicit(&s->connect_start, memory_order_relaxed);
+
+		phase = TB_PHASE_CONNECT;
+		at = set->connect_ns > 0 ? tb_at_after(start, set->connect_ns) : TB_NEVER;
+		return tb_expiry_pick(phase, at, deadline);
+	}
+	if (side == TB_WR) {
+		phase = TB_PHASE_WRITE;
+		at = tb_idle_expiry(&c, tb_settings_phase_limit(set, phase));
+		return tb_expiry_pick(phase, at, deadline);
+	}
+	switch (fs & TB_FS_STATE) {
+	case TB_FRAME_RESTING:
+		return tb_expiry_pick(TB_PHASE_READ, TB_NEVER, TB_NEVER);
+	case TB_FRAME_SESSION:
+		at = set->protocol == TB_PROTO_SESSION ? tb_idle_expiry(&c, set->read_ns)
+						       : TB_NEVER;
+		return tb_expiry_pick(TB_PHASE_READ, at, TB_NEVER);
+	default:
+		break;
+	}
+	phase = (fs & TB_FS_STATE) == TB_FRAME_ANSWERED || (fs & TB_FS_BEGUN) ? TB_PHASE_READ
+										: TB_PHASE_FIRST_BYTE;
+	at = tb_idle_expiry(&c, tb_settings_phase_limit(set, phase));
 	return tb_expiry_pick(phase, at, deadline);
 }
 

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "dest.h"
+#include "frame.h"
 #include "phase.h"
 #include "settings.h"
 
@@ -84,10 +85,23 @@ struct tb_log_note {
  *     atomics written by the hooks of any thread (fcntl, a transfer, a new call; the last
  *     writer wins, as for the program's own view of the socket) and read by the watchdog,
  *     which recomputes an expiry from them before acting. `delivered` is exchanged once.
+ * (11) `frame` is written only by the thread holding `frame_flag` (0 free, 1 held, 2
+ *     abandoned for good), taken by compare-and-swap around one transfer's feed, never
+ *     waited for: a thread that finds it held marks it abandoned, and the holder turns the
+ *     framing RAW when it lets go (two threads moving bytes at once is full-duplex use that
+ *     request/response framing cannot follow). Everyone else - the expiry, the watchdog,
+ *     the next transfer's budget step - reads `frame_state` (TB_FS_*), the one byte the
+ *     holder publishes (relaxed) after each feed.
  * (10) `note` belongs to the one thread whose claim (the CAS to EXPIRED) succeeded: it fills
  *     it under `busy`, sets log_pending, cuts, drops `busy`, writes the line and clears
  *     log_pending (release). Other threads only read log_pending (tb_sock_await_log).
  */
+/* frame_state, the framing as the runtime reads it: enum tb_frame_state in the low bits, and
+ * two answers of the framing taken at the last feed (frame.h). */
+#define TB_FS_STATE 0x7u
+#define TB_FS_BEGUN 0x10u  /* AWAITING and tb_frame_answer_begun: `read`, not `first_byte` */
+#define TB_FS_STARTS 0x20u /* tb_frame_send_starts_call: the next send begins a new call */
+
 struct tb_sock {
 	atomic_uint state;
 	atomic_uint refs;         /* fds referring to it */
@@ -120,6 +134,10 @@ struct tb_sock {
 	uint32_t index;
 	atomic_uint free_next;
 	atomic_bool in_incoming;
+	/* framing (rule 11) */
+	atomic_uchar frame_state;  /* TB_FS_*, published by the I/O path after each feed */
+	atomic_uchar frame_flag;   /* 0 free, 1 a transfer is feeding, 2 abandoned */
+	struct tb_frame frame;
 };
 
 /* start + d, saturated at TB_NEVER: an expiry never wraps into the past (the largest

@@ -73,6 +73,48 @@ void tb_xfer_confirm_open(struct tb_sock *s, int fd)
 	errno = saved;
 }
 
+/*
+ * A send is a step of the thread's call (budget.h), as the framing sees it (frame.h): on a
+ * session, no step and no deadline at all; a send that begins a new request on an answered
+ * connection first closes the answered call; a framed send that does not (a handshake's next
+ * flight, authentication, a pipelined request) continues the call under way, even though
+ * bytes were read since the last send; unframed (raw, or not decided yet), the system-call
+ * rule (any byte read since the last send answered the call). Sets the socket's call.
+ */
+static int step_call(struct tb_sock *s, const struct tb_settings *set, int64_t now)
+{
+	unsigned fs = atomic_load_explicit(&s->frame_state, memory_order_relaxed);
+	struct tb_budget *b = tb_budget_here();
+	int64_t start, deadline;
+	int step;
+
+	if (TB_LIKELY((fs & TB_FS_STATE) <= TB_FRAME_RAW)) {
+		step = tb_budget_step(b, set, &s->dest, now, &start, &deadline);
+		tb_sock_set_call(s, start, deadline); /* refused: the call that expired */
+		return step;
+	}
+	switch (fs & TB_FS_STATE) {
+	case TB_FRAME_SESSION:
+		if (atomic_load_explicit(&s->call_deadline, memory_order_relaxed) != TB_NEVER)
+			tb_sock_set_call(s, now, TB_NEVER);
+		return TB_STEP_GO;
+	case TB_FRAME_RESTING:
+	case TB_FRAME_AWAITING:
+	case TB_FRAME_ANSWERED:
+		if (!(fs & TB_FS_STARTS)) {
+			step = tb_budget_step_continue(b, set, &s->dest, now, &start, &deadline);
+			break;
+		}
+		tb_budget_on_response(b, set); /* the previous call was answered */
+		/* fall through */
+	default:
+		step = tb_budget_step(b, set, &s->dest, now, &start, &deadline);
+		break;
+	}
+	tb_sock_set_call(s, start, deadline); /* refused: the call that expired */
+	return step;
+}
+
 int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side side,
 		  bool dontwait)
 {
@@ -89,7 +131,7 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
 	x->gen = TB_ST_GEN(w);
 	x->waited = false;
 	x->sigpipe = false;
-	x->saved_errno = errno;
+	x->saved_errno = errno; /* peek, buf, iov: the hook sets them (tb_xfer_data) */
 	if (TB_UNLIKELY(TB_ST(w) == TB_ST_EXPIRED)) {
 		/* An EXPIRED slot may be stale: the program closed the fd where we could not
 		 * see it and the number now names something else. */
@@ -105,10 +147,8 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
 		return 0;
 	now = tb_now();
 	if (side == TB_WR && set->deadline_ns > 0) {
-		int64_t start, deadline;
-		int step = tb_budget_step(tb_budget_here(), set, &s->dest, now, &start, &deadline);
+		int step = step_call(s, set, now);
 
-		tb_sock_set_call(s, start, deadline); /* refused: the call that expired */
 		if (step != TB_STEP_GO)
 			return tb_xfer_refuse(s, fd, step, now);
 	}
@@ -133,6 +173,114 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
 	return tb_xfer_timed_out(s);
 }
 
+/* Publishes the framing's state for the expiry, the watchdog and the next step (sock.h, rule
+ * 11). Under frame_flag. */
+static unsigned publish(struct tb_sock *s)
+{
+	const struct tb_frame *f = &s->frame;
+	unsigned fs = (unsigned)tb_frame_state(f);
+
+	if (fs == TB_FRAME_AWAITING && tb_frame_answer_begun(f))
+		fs |= TB_FS_BEGUN;
+	if (fs >= TB_FRAME_RESTING && tb_frame_send_starts_call(f))
+		fs |= TB_FS_STARTS;
+	atomic_store_explicit(&s->frame_state, (unsigned char)fs, memory_order_relaxed);
+	return fs;
+}
+
+/* Framing is over for s: a transfer overlapped another (see rule 11), or nothing can be fed. */
+static void __attribute__((noinline, cold)) abandon(struct tb_sock *s)
+{
+	tb_frame_abandon(&s->frame);
+	atomic_store_explicit(&s->frame_state, TB_FRAME_RAW, memory_order_relaxed);
+}
+
+/* The bytes of x that moved (r of them, r == 0: the peer closed) through the framing. */
+static unsigned feed_bytes(struct tb_sock *s, const struct tb_xfer *x, size_t r)
+{
+	struct tb_frame *f = &s->frame;
+	bool rd = x->side == TB_RD;
+	unsigned ev = 0;
+
+	if (x->buf != NULL || r == 0)
+		return rd ? tb_frame_received(f, x->buf, r) : tb_frame_sent(f, x->buf, r);
+	if (x->iov == NULL)
+		return tb_frame_unseen(f, !rd, r);
+	for (size_t i = 0; i < x->iovcnt && r > 0; i++) {
+		size_t n = x->iov[i].iov_len < r ? x->iov[i].iov_len : r;
+
+		if (n == 0)
+			continue;
+		ev |= rd ? tb_frame_received(f, x->iov[i].iov_base, n)
+			 : tb_frame_sent(f, x->iov[i].iov_base, n);
+		r -= n;
+	}
+	return ev;
+}
+
+/*
+ * Feeds a transfer to the socket's framing, under its try-flag (sock.h, rule 11), and
+ * publishes the state. Returns the TB_FRAME_EV_* bits. `fs` is the state published before.
+ */
+static unsigned feed(struct tb_sock *s, const struct tb_xfer *x, size_t r)
+{
+	unsigned char fl = 0;
+	unsigned ev;
+
+	if (x->peek)
+		return 0;
+	if (!atomic_compare_exchange_strong(&s->frame_flag, &fl, 1)) {
+		/* Another transfer is feeding (1): it turns RAW when it lets go. Or it just let go
+		 * (0), and these bytes can no longer be fed in order: RAW now. */
+		if (fl != 2 && atomic_exchange(&s->frame_flag, 2) == 0)
+			abandon(s);
+		return 0;
+	}
+	ev = feed_bytes(s, x, r);
+	publish(s);
+	fl = 1;
+	if (!atomic_compare_exchange_strong(&s->frame_flag, &fl, 0))
+		abandon(s); /* another transfer overlapped this one */
+	return ev;
+}
+
+/*
+ * A transfer of r bytes (r == 0: a read saw EOF) on a socket being framed (`fs`: published
+ * state before, not RAW): feeds it, then tells the budget what a read means. A framed call
+ * is answered when its last response is complete (CALL_ENDS: the call's deadline no longer
+ * runs on the socket), or - TLS - when application data came back (ANSWERED); a read
+ * while awaiting is not an answer yet, and a session's reads are nobody's. Out of line: a
+ * raw socket never comes here.
+ */
+static __attribute__((noinline)) void framed_end(struct tb_sock *s, const struct tb_xfer *x,
+						 size_t r, unsigned fs)
+{
+	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
+	unsigned ev = feed(s, x, r);
+	unsigned now_fs = atomic_load_explicit(&s->frame_state, memory_order_relaxed);
+
+	if (x->side != TB_RD)
+		return;
+	switch (now_fs & TB_FS_STATE) {
+	case TB_FRAME_RAW:
+	case TB_FRAME_UNKNOWN:
+		if (r > 0) /* the system-call rule */
+			tb_budget_on_response(tb_budget_here(), set);
+		return;
+	case TB_FRAME_ANSWERED:
+		if ((fs & TB_FS_STATE) != TB_FRAME_ANSWERED)
+			tb_budget_on_response(tb_budget_here(), set);
+		return;
+	default:
+		break;
+	}
+	if (ev & TB_FRAME_EV_CALL_ENDS) {
+		tb_budget_on_response(tb_budget_here(), set);
+		tb_sock_set_call(s, atomic_load_explicit(&s->call_start, memory_order_relaxed),
+				 TB_NEVER);
+	}
+}
+
 ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r)
 {
 	struct tb_sock *s = x->s;
@@ -154,11 +302,15 @@ ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r)
 	}
 	set = atomic_load_explicit(&s->set, memory_order_relaxed);
 	if (r > 0) {
+		unsigned fs = atomic_load_explicit(&s->frame_state, memory_order_relaxed);
+
 		if (x->waited)
 			tb_sock_wait_end(s, x->side, 0, true, x->gen);
 		tb_sock_progress(s, x->side);
 		tb_sock_set_open(s);
-		if (x->side == TB_RD)
+		if (TB_UNLIKELY((fs & TB_FS_STATE) != TB_FRAME_RAW))
+			framed_end(s, x, (size_t)r, fs);
+		else if (x->side == TB_RD) /* unframed: any byte read answers the call */
 			tb_budget_on_response(tb_budget_here(), set);
 		errno = x->saved_errno;
 		return r;
@@ -168,6 +320,11 @@ ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r)
 	if (TB_ST(tb_sock_word(s)) == TB_ST_EXPIRED)
 		return tb_xfer_timed_out(s);
 	if (r == 0) {
+		unsigned fs = atomic_load_explicit(&s->frame_state, memory_order_relaxed);
+
+		/* The peer closed: a body delimited by EOF ends here. */
+		if (x->side == TB_RD && (fs & TB_FS_STATE) != TB_FRAME_RAW)
+			framed_end(s, x, 0, fs);
 		errno = x->saved_errno;
 		return 0;
 	}

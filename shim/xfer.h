@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "sock.h"
 
@@ -18,8 +19,24 @@ struct tb_xfer {
 	int rec;           /* the wait's entry in the thread's record (waits.h), -1 none */
 	unsigned rec_base;
 	bool sigpipe;      /* the program's send would raise SIGPIPE (no MSG_NOSIGNAL of its own) */
+	bool peek;         /* MSG_PEEK: the bytes will be read again, not fed to the framing */
 	int saved_errno;
+	/* What moved, for the framing (tb_xfer_data): one buffer, or an iovec; neither: the
+	 * bytes are unseen (framing counts them inside a body, gives up elsewhere). */
+	const void *buf;
+	const struct iovec *iov;
+	size_t iovcnt;
 };
+
+/* The transfer's bytes, after a successful tb_xfer_begin and before tb_xfer_end (every hook
+ * must say them, and `peek`): buf, or iov[0..iovcnt). */
+static inline void tb_xfer_data(struct tb_xfer *x, const void *buf, const struct iovec *iov,
+				size_t iovcnt)
+{
+	x->buf = buf;
+	x->iov = iov;
+	x->iovcnt = iovcnt;
+}
 
 /*
  * Before the real call. `dontwait` is MSG_DONTWAIT in the call's flags.

@@ -159,6 +159,33 @@ static void test_response_then_step_opens_new_call(void **state)
 	expect_go(&b, &s, &a, T0 + 5 * S, T0 + 5 * S, T0 + 5 * S + 300 * MS);
 }
 
+/* A TLS handshake's second flight (or PostgreSQL authentication) follows a read of the
+ * server's flight: the call goes on under its first deadline, and its answer is still due. */
+static void test_continued_step_keeps_the_call(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 443);
+	int64_t start, deadline;
+
+	(void)state;
+	settings(&s, 1000 * MS);
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &a, T0, T0, T0 + 1000 * MS); /* connect */
+	tb_budget_on_response(&b, &s);                  /* ServerHello */
+	assert_int_equal(tb_budget_step_continue(&b, &s, &a, T0 + 700 * MS, &start, &deadline),
+			 TB_STEP_GO);
+	assert_true(start == T0 && deadline == T0 + 1000 * MS);
+	assert_false(b.saw_response); /* the answer is still to come */
+	tb_budget_on_response(&b, &s);
+	/* the answer came: the next request is a new call */
+	expect_go(&b, &s, &a, T0 + 900 * MS, T0 + 900 * MS, T0 + 1900 * MS);
+	/* an idle pool connection's first request, long after the connect's deadline */
+	assert_int_equal(tb_budget_step_continue(&b, &s, &a, T0 + 9 * S, &start, &deadline),
+			 TB_STEP_GO);
+	assert_true(start == T0 + 9 * S && deadline == T0 + 10 * S);
+}
+
 static void test_response_then_close_opens_fresh(void **state)
 {
 	struct tb_settings s;
@@ -628,6 +655,7 @@ int main(void)
 		cmocka_unit_test(test_failure_after_response_keeps_call),
 		cmocka_unit_test(test_other_destination_opens_a_new_call),
 		cmocka_unit_test(test_response_then_step_opens_new_call),
+		cmocka_unit_test(test_continued_step_keeps_the_call),
 		cmocka_unit_test(test_response_then_close_opens_fresh),
 		cmocka_unit_test(test_response_ignored_when_closed),
 		cmocka_unit_test(test_deadline_expiry_closes_and_fails_fast),

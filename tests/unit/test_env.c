@@ -12,6 +12,7 @@
 #include "unit.h"
 
 #include "env.h"
+#include "frame.h"
 #include "settings.h"
 
 /* A fake environment: NULL-terminated "NAME=VALUE" strings. */
@@ -90,6 +91,7 @@ static void test_every_variable(void **state)
 		"TIMEBOX_DEADLINE=300ms",       "TIMEBOX_RETRY_WINDOW=1.5s",
 		"TIMEBOX_SCOPE=process",        "TIMEBOX_ON_TIMEOUT=eagain",
 		"TIMEBOX_LOG=/var/log/tb.log",  "TIMEBOX_STRICT=1",
+		"TIMEBOX_PROTOCOL=postgres",
 		NULL,
 	};
 	struct tb_settings s;
@@ -108,6 +110,7 @@ static void test_every_variable(void **state)
 	assert_int_equal(s.log_target, TB_LOG_FILE);
 	assert_string_equal(s.log_path, "/var/log/tb.log");
 	assert_true(s.strict);
+	assert_int_equal(s.protocol, TB_PROTO_POSTGRES);
 	assert_true(tb_settings_any_limit(&s));
 	assert_int_equal(tb_settings_phase_limit(&s, TB_PHASE_CONNECT), 1 * S);
 	assert_int_equal(tb_settings_phase_limit(&s, TB_PHASE_WRITE), 2 * S);

@@ -94,6 +94,26 @@ static void test_no_deadline(void **state)
 	assert_int_equal(n, 0);
 }
 
+static void test_session(void **state)
+{
+	size_t n;
+
+	(void)state;
+	n = lint("defaults = { read_timeout = \"1s\"; deadline = \"2s\"; protocol = \"session\"; };", 0);
+	assert_int_equal(count(n, TB_LINT_SESSION), 1);
+	has(first(n, TB_LINT_SESSION), "every destination a session");
+	n = lint("defaults = { read_timeout = \"1s\"; deadline = \"2s\"; };\n"
+		 "destinations = ( { match = \"*:6379\"; protocol = \"session\"; } );", 0);
+	assert_int_equal(count(n, TB_LINT_SESSION), 1);
+	assert_string_equal(first(n, TB_LINT_SESSION)->scope, "*:6379");
+	has(first(n, TB_LINT_SESSION), "the deadline 2s never applies");
+	/* Without a deadline, or with the protocol detected: quiet. */
+	n = lint("defaults = { read_timeout = \"1s\"; deadline = \"2s\"; };\n"
+		 "destinations = ( { match = \"*:6379\"; protocol = \"session\"; "
+		 "deadline = \"off\"; }, { match = \"*:80\"; protocol = \"http\"; } );", 0);
+	assert_int_equal(count(n, TB_LINT_SESSION), 0);
+}
+
 static void test_retries(void **state)
 {
 	size_t n;
@@ -234,6 +254,7 @@ int main(void)
 		cmocka_unit_test(test_dns_never_fires),   cmocka_unit_test(test_gate_wait),
 		cmocka_unit_test(test_littles_law),   cmocka_unit_test(test_inbound),
 		cmocka_unit_test(test_duration_text),
+		cmocka_unit_test(test_session),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

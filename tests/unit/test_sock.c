@@ -182,6 +182,43 @@ static void test_largest_connect_timeout_never_expires(void **state)
 	tb_sock_unref(s);
 }
 
+/* The framing's published state decides the phases of a wait (sock.h, TB_FS_*). */
+static void test_framed_expiry_follows_the_published_state(void **state)
+{
+	struct pair p = open_pair();
+	uint32_t gen = gen_of(p.s);
+	struct tb_expiry e;
+
+	(void)state;
+	tb_sock_set_call(p.s, T0, T0 + 500 * MS);
+	tb_sock_wait_begin(p.s, TB_RD, p.fd, T0);
+	/* A request outstanding, no answer yet: first_byte, under the deadline. */
+	atomic_store(&p.s->frame_state, TB_FRAME_AWAITING);
+	e = tb_sock_expiry(p.s, TB_RD);
+	assert_true(e.at == T0 + 500 * MS && e.phase == TB_PHASE_DEADLINE);
+	tb_sock_set_call(p.s, T0, TB_NEVER);
+	e = tb_sock_expiry(p.s, TB_RD);
+	assert_true(e.at == T0 + 1 * S && e.phase == TB_PHASE_FIRST_BYTE);
+	atomic_store(&p.s->frame_state, TB_FRAME_AWAITING | TB_FS_BEGUN);
+	assert_int_equal(tb_sock_expiry(p.s, TB_RD).phase, TB_PHASE_READ);
+	/* Resting: nothing at all on the read side, whatever the call's deadline says. */
+	tb_sock_set_call(p.s, T0, T0 + 500 * MS);
+	atomic_store(&p.s->frame_state, TB_FRAME_RESTING | TB_FS_STARTS);
+	assert_true(tb_sock_expiry(p.s, TB_RD).at == TB_NEVER);
+	/* A session: no deadline, no read limit ... */
+	atomic_store(&p.s->frame_state, TB_FRAME_SESSION);
+	assert_true(tb_sock_expiry(p.s, TB_RD).at == TB_NEVER);
+	e = tb_sock_expiry(p.s, TB_WR);
+	assert_int_equal(e.phase, TB_PHASE_WRITE);
+	/* ... unless the settings force protocol = session: read_timeout is its limit. */
+	set.protocol = TB_PROTO_SESSION;
+	e = tb_sock_expiry(p.s, TB_RD);
+	assert_true(e.at == T0 + 1 * S && e.phase == TB_PHASE_READ);
+	set.protocol = TB_PROTO_AUTO;
+	tb_sock_wait_end(p.s, TB_RD, T0 + 10 * MS, false, gen);
+	close_pair(&p);
+}
+
 /* Two threads read one socket; a byte for one of them restarts the other's silence. */
 static void test_bytes_for_one_reader_restart_the_others_silence(void **state)
 {
@@ -372,6 +409,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_largest_connect_timeout_never_expires, setup),
 		cmocka_unit_test_setup(test_bytes_for_one_reader_restart_the_others_silence, setup),
+		cmocka_unit_test_setup(test_framed_expiry_follows_the_published_state, setup),
 		cmocka_unit_test_setup(test_waitall_bytes_arriving_are_progress, setup),
 		cmocka_unit_test_setup(test_data_before_the_wait_does_not_delay_the_cut, setup),
 		cmocka_unit_test_setup(test_queued_data_is_not_cut, setup),
