@@ -138,8 +138,10 @@ static ssize_t read_direct(struct tb_sock *s, FILE *f, char *dst, size_t n, bool
 	ssize_t r = -1;
 
 	*cut = false;
-	if (tb_xfer_begin(&x, s, f->_fileno, TB_RD, false) == 0)
+	if (tb_xfer_begin(&x, s, f->_fileno, TB_RD, false) == 0) {
+		tb_xfer_data(&x, dst, NULL, 0);
 		r = tb_xfer_end(&x, tb_real.read(f->_fileno, dst, n));
+	}
 	if (r == 0) {
 		f->_flags |= _IO_EOF_SEEN;
 	} else if (r < 0) {

@@ -131,7 +131,11 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
 	x->gen = TB_ST_GEN(w);
 	x->waited = false;
 	x->sigpipe = false;
-	x->saved_errno = errno; /* peek, buf, iov: the hook sets them (tb_xfer_data) */
+	x->peek = false;
+	x->buf = NULL; /* the hook names what moves (tb_xfer_data); a caller that cannot (stdio's */
+	x->iov = NULL; /* own reads and writes) leaves the bytes unseen by the framing */
+	x->iovcnt = 0;
+	x->saved_errno = errno;
 	if (TB_UNLIKELY(TB_ST(w) == TB_ST_EXPIRED)) {
 		/* An EXPIRED slot may be stale: the program closed the fd where we could not
 		 * see it and the number now names something else. */
