@@ -7,7 +7,8 @@
 set -eu
 
 CHECK_PKGS="build-essential pkg-config libconfig-dev libcmocka-dev curl wget netcat-openbsd
-redis-server redis-tools perl python3 iproute2 strace man-db php-cli php-curl php-pgsql"
+redis-server redis-tools perl python3 iproute2 strace man-db php-cli php-curl php-pgsql
+postgresql mariadb-server mariadb-client openssh-server openssh-client"
 BENCH_PKGS="haproxy gnuplot-nox valgrind linux-perf"
 
 case "${1:-}" in
