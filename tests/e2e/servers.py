@@ -60,6 +60,7 @@ class _Server:
         self.proc = None
         self.port = None
         self.started_ms = None      # how long start-up took, for the report
+        self._logf = None
 
     def __enter__(self):
         begin = time.monotonic()
@@ -90,6 +91,8 @@ class _Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self._logf is not None:
+            self._logf.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def _popen(self, argv, **kw):

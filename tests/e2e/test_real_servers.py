@@ -15,6 +15,7 @@ today's when it is false, and prints one `measure:` line with what it saw (run.p
 on failure; `python3 tests/e2e/run.py --one test_real_servers:NAME` always)."""
 
 import os
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -50,6 +51,14 @@ MODE = "promised (framing present)" if FRAMING else "today (no framing)"
 # the first call lasts 1.4 s, past a 1 s deadline, while no single round trip does.
 SLOW_FLIGHT = 0.7
 DEADLINE_MS = 1000
+
+
+def need_client(*argv):
+    """Skips under a sanitized build when the client cannot run with the sanitizer's runtime
+    preloaded, timebox or not (see lib.require_runs_with_sanitizer); nothing otherwise."""
+    if shutil.which(argv[0]) is None:
+        lib.skip("%s is not installed (tests/deps.sh installs it)" % argv[0])
+    lib.require_runs_with_sanitizer(list(argv))
 
 
 def measure(what, **fields):
@@ -90,6 +99,7 @@ def test_psql_startup_is_one_call_under_the_deadline():
     # the query are three round trips. Promised: connect .. first ReadyForQuery is one call,
     # cut at the 1 s deadline. Today: each round trip opens a fresh 1 s budget and psql
     # succeeds after ~3 x 700 ms (a review saw 3,537 ms under a 1 s deadline).
+    need_client("psql", "--version")
     with servers.PgServer() as pg, DelayProxy(("127.0.0.1", pg.port), SLOW_FLIGHT) as proxy:
         native = pg.psql("select 1", port=proxy.port, timeout=20)
         assert native.returncode == 0 and native.stdout == "1\n", native
@@ -117,6 +127,7 @@ def test_psql_pg_sleep_is_cut_by_the_read_timeout():
     # answered is an outstanding call like any other. Open question: a statement that waits
     # on purpose (pg_sleep, LISTEN with a wait, a lock wait) needs a rule's allowance
     # (a longer first_byte for that destination); the protocol cannot tell it from a stall.
+    need_client("psql", "--version")
     with servers.PgServer() as pg:
         native = pg.psql("select pg_sleep(2)", timeout=20)
         assert native.returncode == 0, native
@@ -135,6 +146,7 @@ def test_psql_pg_sleep_is_cut_by_the_read_timeout():
 def test_psql_unchanged_without_delay():
     # The healthy case: several statements, direct, under generous limits: same output.
     sql = "select 1; select repeat('x', 100000); select count(*) from generate_series(1,1000)"
+    need_client("psql", "--version")
     with servers.PgServer() as pg:
         native = pg.psql(sql)
         timed = pg.psql(sql, env=lib.preload_env({"TIMEBOX_READ_TIMEOUT": "2s",
@@ -153,6 +165,7 @@ def test_mariadb_slow_round_trips():
     # pattern decides in both modes: each round trip is its own call, none reaches the 1 s
     # deadline, and the client succeeds as it does natively. (Framed, its handshake would be
     # one call cut at 1 s, as PostgreSQL's is.)
+    need_client("mariadb", "--version")
     with servers.MariaServer() as db, DelayProxy(("127.0.0.1", db.port), SLOW_FLIGHT) as proxy:
         native = db.mariadb("select 1", port=proxy.port, timeout=20)
         assert native.returncode == 0 and native.stdout == "1\n", native
@@ -176,6 +189,7 @@ def test_ssh_quiet_remote_command():
     # no read phase and no deadline: it survives the quiet second and prints done. Today the
     # quiet second is a first_byte wait and the session is cut at 500 ms (a review saw
     # 487 ms, measured differently).
+    need_client("ssh", "-V")
     with servers.SshServer() as sshd:
         argv = sshd.ssh_argv("sleep 1; echo done")
         native = lib.run(argv, env=lib.native_env(clean=True), timeout=20)
@@ -205,6 +219,7 @@ def test_ssh_slow_handshake_under_deadline():
     # phases only). Today the session is cut at 1 s by the deadline, in that last wait.
     # (With a bare 'echo done' the last wait is the server's own exec latency, 0.3-0.9 s
     # here, plus 300 ms: cut in some runs and not in others.)
+    need_client("ssh", "-V")
     with servers.SshServer() as sshd, DelayProxy(("127.0.0.1", sshd.port), 0.3) as proxy:
         argv = sshd.ssh_argv("sleep 0.8; echo done", port=proxy.port)
         native = lib.run(argv, env=lib.native_env(clean=True), timeout=30)
@@ -277,6 +292,7 @@ def test_ssh_interactive_pause():
     # commands, under a 500 ms read timeout and a 1 s deadline. Promised: the session
     # survives the pause and runs both commands. Today: cut during the pause.
     limits = {"TIMEBOX_READ_TIMEOUT": "500ms", "TIMEBOX_DEADLINE": "1s"}
+    need_client("ssh", "-V")
     with servers.SshServer() as sshd:
         argv = sshd.ssh_argv(tty=True)
         native, _ = _interactive(argv, lib.native_env(clean=True), 2.0)
