@@ -238,6 +238,12 @@ static void value_text(const struct tb_resolved *r, int f, char *buf, size_t len
 	case TB_ENV_LOG_LEVEL:
 		snprintf(buf, len, "%s", s->log_level == TB_LOG_LEVEL_INFO ? "info" : "warn");
 		return;
+	case TB_ENV_LOG_FORMAT:
+		snprintf(buf, len, "%s", s->log_format == TB_LOG_FORMAT_JSON ? "json" : "logfmt");
+		return;
+	case TB_ENV_FILE:
+		snprintf(buf, len, "%s", (const char *)s + var->field);
+		return;
 	case TB_ENV_PATH:
 		break;
 	}

@@ -68,6 +68,10 @@ static const char *value_hint(enum tb_env_kind kind)
 		return "warn|info";
 	case TB_ENV_PATH:
 		return "FILE";
+	case TB_ENV_LOG_FORMAT:
+		return "logfmt|json";
+	case TB_ENV_FILE:
+		return "/PATH|off";
 	case TB_ENV_BOOL:
 		break;
 	}
