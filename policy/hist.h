@@ -15,10 +15,9 @@
 /*
  * Recorded into by any thread, lock-free (a relaxed add per field), and read by another
  * process through shared memory: a reader sees each counter whole but the set of them not
- * at one instant, which a monitoring view tolerates (count may run ahead of a bucket).
+ * at one instant, which a monitoring view tolerates (the sum may run ahead of a bucket).
  */
 struct tb_hist {
-	_Atomic uint64_t count;
 	_Atomic uint64_t sum_us;
 	_Atomic uint64_t bucket[TB_HIST_BUCKETS];
 };
@@ -44,22 +43,21 @@ static inline unsigned tb_hist_index(uint64_t us)
 	       (unsigned)((us >> (e - TB_HIST_SUB_BITS)) & (TB_HIST_SUB - 1));
 }
 
-/* Records one value (ns, negative taken as 0): an index and three relaxed adds, no lock. */
+/* Records one value (ns, negative taken as 0): an index and two relaxed adds, no lock (the
+ * count is the buckets' sum, computed by the reader). */
 static inline void tb_hist_record(struct tb_hist *h, int64_t ns)
 {
 	uint64_t us = ns > 0 ? (uint64_t)ns / 1000u : 0;
 
 	atomic_fetch_add_explicit(&h->bucket[tb_hist_index(us)], 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&h->sum_us, us, memory_order_relaxed);
-	atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
 }
 
 /* The smallest value (us) of bucket i, and the first value past it. */
 uint64_t tb_hist_lower(unsigned i);
 uint64_t tb_hist_upper(unsigned i);
 
-/* Copies h into *out (relaxed loads); count is recomputed from the buckets so that the
- * snapshot is self-consistent. */
+/* Copies h into *out (relaxed loads); count is the buckets' sum. */
 void tb_hist_snapshot(const struct tb_hist *h, struct tb_hist_snap *out);
 
 /* Adds src into dst (several processes or destinations into one view). */

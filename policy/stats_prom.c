@@ -163,7 +163,7 @@ size_t tb_stats_prom(const struct tb_stats_row *rows, int n, int pid, char *buf,
 	if (len > 0)
 		buf[0] = '\0';
 	counter(&o, rows, n, pid, "timebox_calls_total", "counter",
-		"Governed connects (calls begun).", offsetof(struct tb_stats_row, calls));
+		"Calls begun (a governed connect, or a new request on a kept-alive connection).", offsetof(struct tb_stats_row, calls));
 	counter(&o, rows, n, pid, "timebox_completed_total", "counter",
 		"Calls that ended with a response.", offsetof(struct tb_stats_row, completed));
 	family(&o, "timebox_timeouts_total", "counter", "Calls cut by timebox, by phase.");

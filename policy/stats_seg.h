@@ -27,7 +27,8 @@ struct tb_stats_dest {
 	int32_t max;                    /* the gate's size; 0: no gate */
 	char dest[TB_STATS_TEXT];       /* "127.0.0.1:8080" */
 	char host[TB_STATS_TEXT];       /* the learned hostname, or "" */
-	_Atomic uint64_t calls;         /* governed connects */
+	_Atomic uint64_t calls;         /* calls begun: governed connects, and each later
+					 * request on a kept-alive connection */
 	_Atomic uint64_t completed;     /* calls that ended with a response (EOF or next request) */
 	_Atomic uint64_t cuts[TB_PHASE_COUNT];
 	_Atomic uint64_t rejects;       /* refused at the gate (full, max_pending) */

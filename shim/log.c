@@ -214,7 +214,10 @@ static void emit(struct line *l)
 		goto out;
 	if (!tb_rl_allow(&limiter, tb_now())) {
 		tb_rl_take_suppressed(&limiter); /* counted in `dropped` instead */
-		atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
+		/* The first line held back since the last report: the stats thread reports the
+		 * count a second later if no line goes out before (one futex wake per report). */
+		if (atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed) == 0)
+			tb_stats_wake();
 		goto out;
 	}
 	deliver(l, target);
@@ -231,6 +234,11 @@ static void emit_unlimited(struct line *l)
 	if (target != TB_LOG_OFF)
 		deliver(l, target);
 	errno = saved;
+}
+
+bool tb_log_suppressing(void)
+{
+	return atomic_load_explicit(&dropped, memory_order_relaxed) > 0;
 }
 
 void tb_log_flush_suppressed(void)

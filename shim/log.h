@@ -3,6 +3,7 @@
 #ifndef TB_LOG_H
 #define TB_LOG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -63,6 +64,9 @@ void tb_log_error(const char *body);
 /* Writes "event=suppressed count=N" now when lines were dropped or rate-limited since the
  * last report (the stats thread calls it every second; it also runs at exit). */
 void tb_log_flush_suppressed(void);
+
+/* True when lines were held back or dropped and not reported yet. */
+bool tb_log_suppressing(void);
 
 /* The log fd moved (dup2 over it by the program): follow it. */
 void tb_log_fd_moved(int from, int to);

@@ -157,30 +157,42 @@ out:
 	free(buf);
 }
 
+/*
+ * The stats thread: refreshes the gauges when a reader asks (futex on seg->wake), rewrites the
+ * stats file when it is due, and reports held-back log lines a second after the first one.
+ * Otherwise it sleeps: an idle governed process is not woken by it.
+ */
 static void *stats_main(void *arg)
 {
-	int64_t next_file = 0;
+	int64_t next_file = 0, flush_at = 0;
 
 	(void)arg;
 	for (;;) {
 		uint32_t asked = atomic_load(&seg->wake);
-		int64_t now = tb_now(), wait;
+		int64_t now = tb_now(), wait = 3600 * TB_NS_PER_S;
 		struct timespec ts;
 
 		tb_gates_each(refresh_gate, NULL);
 		refresh_hosts();
-		tb_log_flush_suppressed();
+		if (!tb_log_suppressing()) {
+			flush_at = 0;
+		} else if (flush_at == 0) {
+			flush_at = now + TB_NS_PER_S;
+		} else if (now >= flush_at) {
+			tb_log_flush_suppressed();
+			flush_at = 0;
+		}
 		if (stats_path[0] != '\0' && now >= next_file) {
 			write_file();
 			next_file = now + stats_interval;
 		}
 		atomic_fetch_add(&seg->refreshed, 1);
 		futex(&seg->refreshed, FUTEX_WAKE, INT_MAX, NULL);
-		/* Suppressed log lines are reported within a second; otherwise sleep until a
-		 * reader asks or the file is due. */
-		wait = stats_path[0] != '\0' ? next_file - tb_now() : 60 * TB_NS_PER_S;
-		if (wait > TB_NS_PER_S)
-			wait = TB_NS_PER_S;
+		now = tb_now();
+		if (stats_path[0] != '\0' && next_file - now < wait)
+			wait = next_file - now;
+		if (flush_at != 0 && flush_at - now < wait)
+			wait = flush_at - now;
 		if (wait < TB_NS_PER_MS)
 			wait = TB_NS_PER_MS;
 		ts.tv_sec = wait / TB_NS_PER_S;
@@ -188,6 +200,17 @@ static void *stats_main(void *arg)
 		futex(&seg->wake, FUTEX_WAIT, asked, &ts);
 	}
 	return NULL;
+}
+
+void tb_stats_wake(void)
+{
+	int saved = errno;
+
+	if (atomic_load_explicit(&seg_state, memory_order_acquire) != SEG_READY)
+		return;
+	atomic_fetch_add(&seg->wake, 1);
+	futex(&seg->wake, FUTEX_WAKE, 1, NULL);
+	errno = saved;
 }
 
 /* Removed at exit by the process that made it (not by a forked child sharing the map). */
@@ -376,8 +399,12 @@ void tb_stats_xfer(struct tb_sock *s, int side, ssize_t r)
 		now = tb_now();
 		if (LOAD(c->connected) == 0)
 			connected_at(c, now); /* a non-blocking connect: it completed by now */
-		if (response) { /* a new request on the same connection */
+		if (response) { /* a new request on the same connection: a new call */
+			struct tb_stats_dest *row = row_at(c);
+
 			complete(c);
+			if (row != NULL)
+				ADD(row->calls);
 			STORE(c->done, false);
 			STORE(c->begin, now);
 			STORE(c->first_byte, 0);

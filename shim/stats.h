@@ -44,6 +44,10 @@ struct tb_log_timers {
  * False when there are none. */
 bool tb_stats_take_timers(int fd, struct tb_log_timers *t);
 
+/* Wakes the stats thread (a log line was held back: it reports the count a second later).
+ * One futex system call; safe in a signal handler. Nothing without a segment. */
+void tb_stats_wake(void);
+
 /* Settings the stats thread needs (the stats file and its interval); at start-up. */
 void tb_stats_configure(const struct tb_settings *s);
 
