@@ -24,7 +24,9 @@ enum tb_stats_hist { TB_HIST_CONNECT, TB_HIST_FIRST_BYTE, TB_HIST_CALL, TB_HIST_
  */
 struct tb_stats_dest {
 	_Atomic uint32_t state;
+	_Atomic uint32_t host_ready;    /* host is written (release), once */
 	int32_t max;                    /* the gate's size; 0: no gate */
+	uint32_t pad;
 	char dest[TB_STATS_TEXT];       /* "127.0.0.1:8080" */
 	char host[TB_STATS_TEXT];       /* the learned hostname, or "" */
 	_Atomic uint64_t calls;         /* calls begun: governed connects, and each later

@@ -120,8 +120,16 @@ static void refresh_hosts(void)
 	for (int i = 0; i < TB_STATS_DESTS; i++) {
 		struct tb_stats_dest *r = &seg->d[i];
 
-		if (atomic_load_explicit(&r->state, memory_order_acquire) == 2 && r->host[0] == '\0')
-			tb_configure_name_of(&keys[i], r->host, sizeof(r->host));
+		char host[TB_STATS_TEXT];
+
+		if (atomic_load_explicit(&r->state, memory_order_acquire) != 2 ||
+		    atomic_load_explicit(&r->host_ready, memory_order_relaxed))
+			continue;
+		tb_configure_name_of(&keys[i], host, sizeof(host));
+		if (host[0] == '\0')
+			continue;
+		memcpy(r->host, host, sizeof(r->host));
+		atomic_store_explicit(&r->host_ready, 1, memory_order_release);
 	}
 }
 
@@ -265,7 +273,8 @@ static bool ready(void)
 	fd = tb_gate_file_open(seg_name, &id, why, sizeof(why));
 	if (fd < 0)
 		goto fail;
-	if (ftruncate(fd, sizeof(struct tb_stats_seg)) < 0) {
+	/* Emptied first: after an exec the same pid finds its former image's segment. */
+	if (ftruncate(fd, 0) < 0 || ftruncate(fd, sizeof(struct tb_stats_seg)) < 0) {
 		tb_gate_file_close(fd);
 		goto fail;
 	}
@@ -452,7 +461,7 @@ void tb_stats_cut(struct tb_sock *s, enum tb_phase phase)
 				       ? (deadline > now ? (deadline - now) / TB_NS_PER_MS : 0)
 				       : -1;
 	last_cut.t.host[0] = '\0';
-	if (r != NULL) {
+	if (r != NULL && atomic_load_explicit(&r->host_ready, memory_order_acquire)) {
 		memcpy(last_cut.t.host, r->host, sizeof(last_cut.t.host));
 		last_cut.t.host[sizeof(last_cut.t.host) - 1] = '\0';
 	}
