@@ -11,7 +11,7 @@
 
 #define TB_STATS_MAGIC UINT64_C(0x3173746174736274) /* "tbstats1", little-endian */
 #define TB_STATS_VERSION 1
-#define TB_STATS_DESTS 64 /* destinations with their own row; later ones count as "other" */
+#define TB_STATS_DESTS 32 /* destinations with their own row; later ones count as "other" */
 #define TB_STATS_TEXT 64
 
 enum tb_stats_hist { TB_HIST_CONNECT, TB_HIST_FIRST_BYTE, TB_HIST_CALL, TB_HIST_COUNT };

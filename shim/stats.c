@@ -19,6 +19,7 @@
 
 #include "clock.h"
 #include "configure.h"
+#include "fdtable.h"
 #include "gate_file.h"
 #include "gates.h"
 #include "hooks.h"
@@ -44,6 +45,10 @@ struct call {
 	_Atomic int64_t first_byte;  /* the first byte of its response */
 	_Atomic int64_t last_rx;     /* the last response byte so far */
 	_Atomic int64_t gate_ns;     /* call start to handshake start, with a gate; else -1 */
+	/* The last cut, for its log line (tb_stats_take_timers), written by the cutter. */
+	atomic_bool cut_pending;
+	atomic_int cut_fd;
+	_Atomic int64_t cut_total_ms, cut_budget_ms;
 };
 
 enum { SEG_NONE, SEG_OPENING, SEG_READY, SEG_FAILED };
@@ -55,13 +60,6 @@ static struct tb_dest keys[TB_STATS_DESTS]; /* process-local: the row's tb_dest 
 static char seg_name[32];
 static char stats_path[TB_LOG_PATH_MAX];
 static int64_t stats_interval = TB_STATS_INTERVAL_DEFAULT;
-
-/* The timers of this thread's last cut, for the log line it writes right after. */
-static __thread struct {
-	int fd;
-	bool valid;
-	struct tb_log_timers t;
-} last_cut __attribute__((tls_model("initial-exec")));
 
 void tb_stats_configure(const struct tb_settings *s)
 {
@@ -245,7 +243,11 @@ static void start_thread(void)
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (pthread_create(&tid, &attr, stats_main, NULL) != 0)
+	/* Named before the connect returns, so that a look at /proc/self/task tells it apart
+	 * from the program's threads (and from the watchdog). */
+	if (pthread_create(&tid, &attr, stats_main, NULL) == 0)
+		pthread_setname_np(tid, "timebox-stats");
+	else
 		tb_log_error("event=error what=stats_thread error=\"cannot start the stats thread; "
 			     "gauges and the stats file are not updated\"");
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -274,7 +276,9 @@ static bool ready(void)
 	if (fd < 0)
 		goto fail;
 	/* Emptied first: after an exec the same pid finds its former image's segment. */
-	if (ftruncate(fd, 0) < 0 || ftruncate(fd, sizeof(struct tb_stats_seg)) < 0) {
+	/* fallocate: on a full tmpfs (a container's small /dev/shm) a sparse file would kill the
+	 * program with SIGBUS at its first count instead of failing here. */
+	if (ftruncate(fd, 0) < 0 || fallocate(fd, 0, 0, sizeof(struct tb_stats_seg)) < 0) {
 		tb_gate_file_close(fd);
 		goto fail;
 	}
@@ -442,37 +446,50 @@ void tb_stats_cut(struct tb_sock *s, enum tb_phase phase)
 {
 	struct call *c = call_of(s);
 	struct tb_stats_dest *r;
-	int64_t now = tb_now(), deadline, gate;
+	int64_t now, deadline;
 
-	last_cut.valid = false;
 	if (c == NULL)
 		return;
 	r = row_at(c);
 	if (r != NULL)
 		ADD(r->cuts[phase]);
-	gate = LOAD(c->gate_ns);
+	now = tb_now();
 	deadline = LOAD(s->call_deadline);
-	last_cut.fd = s->note.fd;
-	last_cut.t.gate_ms = gate >= 0 ? gate / TB_NS_PER_MS : -1;
-	last_cut.t.connect_ms = ms_or_none(LOAD(c->connect_at), LOAD(c->connected));
-	last_cut.t.first_byte_ms = ms_or_none(LOAD(c->req_at), LOAD(c->first_byte));
-	last_cut.t.total_ms = ms_or_none(LOAD(c->begin), now);
-	last_cut.t.budget_ms = deadline > 0 && deadline < TB_NEVER
-				       ? (deadline > now ? (deadline - now) / TB_NS_PER_MS : 0)
-				       : -1;
-	last_cut.t.host[0] = '\0';
-	if (r != NULL && atomic_load_explicit(&r->host_ready, memory_order_acquire)) {
-		memcpy(last_cut.t.host, r->host, sizeof(last_cut.t.host));
-		last_cut.t.host[sizeof(last_cut.t.host) - 1] = '\0';
-	}
-	last_cut.valid = true;
+	STORE(c->cut_total_ms, ms_or_none(LOAD(c->begin), now));
+	STORE(c->cut_budget_ms, deadline > 0 && deadline < TB_NEVER
+				    ? (deadline > now ? (deadline - now) / TB_NS_PER_MS : 0)
+				    : -1);
+	STORE(c->cut_fd, s->note.fd);
+	atomic_store_explicit(&c->cut_pending, true, memory_order_release);
 }
 
+/*
+ * No thread-local storage here: the library's static TLS must stay small enough for a
+ * dlopen() of it (glibc's surplus is a few hundred bytes). The cut's timers wait in the
+ * socket's call entry; the log line finds them through the fd, which still names the socket
+ * unless the program closed it in between (then the line has no timers).
+ */
 bool tb_stats_take_timers(int fd, struct tb_log_timers *t)
 {
-	if (!last_cut.valid || last_cut.fd != fd)
+	struct tb_sock *s = tb_fd_sock(fd);
+	struct call *c = s != NULL ? call_of(s) : NULL;
+	struct tb_stats_dest *r;
+	int64_t gate;
+
+	if (c == NULL || LOAD(c->cut_fd) != fd ||
+	    !atomic_exchange_explicit(&c->cut_pending, false, memory_order_acquire))
 		return false;
-	*t = last_cut.t;
-	last_cut.valid = false;
+	r = row_at(c);
+	gate = LOAD(c->gate_ns);
+	t->gate_ms = gate >= 0 ? gate / TB_NS_PER_MS : -1;
+	t->connect_ms = ms_or_none(LOAD(c->connect_at), LOAD(c->connected));
+	t->first_byte_ms = ms_or_none(LOAD(c->req_at), LOAD(c->first_byte));
+	t->total_ms = LOAD(c->cut_total_ms);
+	t->budget_ms = LOAD(c->cut_budget_ms);
+	t->host[0] = '\0';
+	if (r != NULL && atomic_load_explicit(&r->host_ready, memory_order_acquire)) {
+		memcpy(t->host, r->host, sizeof(t->host));
+		t->host[sizeof(t->host) - 1] = '\0';
+	}
 	return true;
 }

@@ -31,7 +31,7 @@ void tb_stats_connected(struct tb_sock *s);
 void tb_stats_xfer(struct tb_sock *s, int side, ssize_t r);
 
 /* The watchdog (or a hook) cut s in `phase`: counts it, and keeps the call's timers for the
- * log line this thread writes next (tb_stats_take_timers). */
+ * log line the cutter writes next (tb_stats_take_timers). */
 void tb_stats_cut(struct tb_sock *s, enum tb_phase phase);
 
 /* A call's timers as the log shows them, in ms; -1 for a phase not reached. */
@@ -40,7 +40,7 @@ struct tb_log_timers {
 	char host[64];
 };
 
-/* The timers kept by this thread's last tb_stats_cut for fd, once (then forgotten).
+/* The timers kept by the last tb_stats_cut of the socket fd names, once (then forgotten).
  * False when there are none. */
 bool tb_stats_take_timers(int fd, struct tb_log_timers *t);
 
