@@ -279,6 +279,7 @@ static bool ready(void)
 	/* fallocate: on a full tmpfs (a container's small /dev/shm) a sparse file would kill the
 	 * program with SIGBUS at its first count instead of failing here. */
 	if (ftruncate(fd, 0) < 0 || fallocate(fd, 0, 0, sizeof(struct tb_stats_seg)) < 0) {
+		snprintf(why, sizeof(why), "cannot allocate: %s", strerror(errno));
 		tb_gate_file_close(fd);
 		goto fail;
 	}
@@ -287,8 +288,11 @@ static bool ready(void)
 	calls = mmap(NULL, CALLS_MAX * sizeof(struct call), PROT_READ | PROT_WRITE,
 		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED || calls == MAP_FAILED) {
+		snprintf(why, sizeof(why), "cannot map: %s", strerror(errno));
 		if (p != MAP_FAILED)
 			munmap(p, sizeof(struct tb_stats_seg));
+		if (calls != MAP_FAILED)
+			munmap(calls, CALLS_MAX * sizeof(struct call));
 		goto fail;
 	}
 	seg = p;
@@ -312,9 +316,14 @@ static bool ready(void)
 	atomic_store_explicit(&seg_state, SEG_READY, memory_order_release);
 	start_thread();
 	return true;
-fail:
-	tb_log_error("event=error what=stats_segment error=\"cannot create the statistics "
-		     "segment; timebox stats will not see this process\"");
+fail: {
+		char body[400];
+
+		snprintf(body, sizeof(body), "event=error what=stats_segment path=%s/%s error=\"%s\" "
+			 "effect=\"no statistics for this process\"", tb_gate_file_dir(), seg_name,
+			 why);
+		tb_log_error(body);
+	}
 	atomic_store(&seg_state, SEG_FAILED);
 	return false;
 }
