@@ -36,7 +36,7 @@
  * Written by the threads that use the socket (the last writer wins, like the socket's own
  * call times, sock.h rule 9), read by the watchdog at a cut: relaxed atomics. 0: not yet. */
 struct call {
-	atomic_int row;              /* index in seg->d, or -1 */
+	atomic_int row;              /* index in seg->d + 1; 0: none (zeroed memory) */
 	atomic_bool done;            /* the call's completion was counted */
 	_Atomic int64_t begin;       /* the call's start (gate wait included) */
 	_Atomic int64_t connect_at;  /* the handshake's start */
@@ -338,9 +338,9 @@ static struct call *call_of(struct tb_sock *s)
 
 static struct tb_stats_dest *row_at(struct call *c)
 {
-	int i = atomic_load_explicit(&c->row, memory_order_relaxed);
+	int i = atomic_load_explicit(&c->row, memory_order_relaxed) - 1;
 
-	return i >= 0 ? &seg->d[i] : NULL;
+	return i >= 0 && i < TB_STATS_DESTS ? &seg->d[i] : NULL;
 }
 
 #define ADD(field) atomic_fetch_add_explicit(&(field), 1, memory_order_relaxed)
@@ -357,7 +357,7 @@ void tb_stats_call_begin(struct tb_sock *s, int64_t start)
 		return;
 	i = row_of(&s->dest);
 	at = LOAD(s->connect_start);
-	STORE(c->row, i);
+	STORE(c->row, i + 1);
 	STORE(c->done, false);
 	STORE(c->begin, start < at ? start : at);
 	STORE(c->connect_at, at);
