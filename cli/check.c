@@ -246,6 +246,12 @@ static void value_text(const struct tb_resolved *r, int f, char *buf, size_t len
 		snprintf(buf, len, "%s", name != NULL ? name : "auto");
 		return;
 	}
+	case TB_ENV_LOG_FORMAT:
+		snprintf(buf, len, "%s", s->log_format == TB_LOG_FORMAT_JSON ? "json" : "logfmt");
+		return;
+	case TB_ENV_FILE:
+		snprintf(buf, len, "%s", (const char *)s + var->field);
+		return;
 	case TB_ENV_PATH:
 		break;
 	}

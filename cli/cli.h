@@ -34,6 +34,9 @@ int tb_check_main(int argc, char **argv);
 /* `timebox plan ...` (argv[0] is "plan"). Returns the exit status. */
 int tb_plan_main(int argc, char **argv);
 
+/* `timebox stats [PID] ...` (argv[0] is "stats"). Returns the exit status. */
+int tb_stats_main(int argc, char **argv);
+
 /*
  * Checks that LD_PRELOAD can reach the program `file` (a path found on PATH): not static, not
  * Go, not setuid/setgid or with file capabilities; for a #! script, the same for its

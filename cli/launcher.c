@@ -70,6 +70,10 @@ static const char *value_hint(enum tb_env_kind kind)
 		return "auto|http|tls|postgres|redis|session|raw";
 	case TB_ENV_PATH:
 		return "FILE";
+	case TB_ENV_LOG_FORMAT:
+		return "logfmt|json";
+	case TB_ENV_FILE:
+		return "/PATH|off";
 	case TB_ENV_BOOL:
 		break;
 	}
@@ -85,6 +89,7 @@ static void usage(FILE *out)
 		"       timebox check [--format text|json] [--inbound DURATION] [FILE]\n"
 		"       timebox check --explain DEST [FILE]\n"
 		"       timebox plan [OPTIONS] --downstream BEHAVIOUR  (see timebox plan --help)\n"
+		"       timebox stats [PID [--watch DURATION] [--prom]]  (governed processes' counters)\n"
 		"       timebox --help | --version\n"
 		"\n"
 		"Runs COMMAND with libtimebox.so preloaded, adding timeouts to its TCP calls.\n"
@@ -439,6 +444,8 @@ int main(int argc, char **argv)
 		return tb_check_main(argc - 1, argv + 1);
 	if (strcmp(argv[1], "plan") == 0)
 		return tb_plan_main(argc - 1, argv + 1);
+	if (strcmp(argv[1], "stats") == 0)
+		return tb_stats_main(argc - 1, argv + 1);
 	fprintf(stderr, "timebox: unknown command '%s'\n\n", argv[1]);
 	usage(stderr);
 	return EXIT_USAGE;

@@ -15,6 +15,7 @@
 /* dns_timeout is one of them: a lookup happens before any destination is known, so only the
  * defaults' value can apply. */
 static const char *const process_keys[] = { "scope", "log", "log_level", "strict", "dns_timeout",
+					    "log_format", "log_rate", "stats_file", "stats_interval",
 					    NULL };
 
 static const char *const extra_keys[] = {
@@ -167,6 +168,8 @@ static const char *type_error(enum tb_env_kind kind, int t)
 	case TB_ENV_LOG_LEVEL:
 	case TB_ENV_PROTOCOL:
 	case TB_ENV_PATH:
+	case TB_ENV_LOG_FORMAT:
+	case TB_ENV_FILE:
 		return t == CONFIG_TYPE_STRING ? NULL : "wrong type: this setting is a string";
 	}
 	return NULL;

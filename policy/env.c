@@ -52,6 +52,14 @@ const struct tb_env_var tb_env_vars[] = {
 	  "where expiries go: stderr (default), syslog, off or an absolute file path" },
 	{ "TIMEBOX_LOG_LEVEL", "--log-level", TB_ENV_LOG_LEVEL, TB_ENV_NO_FIELD,
 	  "warn (default: expiries and errors) or info (also a gate summary at exit)" },
+	{ "TIMEBOX_LOG_FORMAT", "--log-format", TB_ENV_LOG_FORMAT, TB_ENV_NO_FIELD,
+	  "log lines as logfmt (default) or json" },
+	{ "TIMEBOX_LOG_RATE", "--log-rate", TB_ENV_COUNT, AT(log_rate),
+	  "log lines per second per process, then one suppressed count (default 100; off)" },
+	{ "TIMEBOX_STATS_FILE", "--stats-file", TB_ENV_FILE, AT(stats_path),
+	  "keep this file written with the Prometheus metrics (absolute path; default: off)" },
+	{ "TIMEBOX_STATS_INTERVAL", "--stats-interval", TB_ENV_DURATION, AT(stats_interval_ns),
+	  "how often the stats file is rewritten (default 10s)" },
 	{ "TIMEBOX_STRICT", "--strict", TB_ENV_BOOL, AT(strict),
 	  "refuse to run the program when a setting is bad, instead of running it unguarded" },
 	{ "TIMEBOX_CONFIG", "--config", TB_ENV_PATH, TB_ENV_NO_FIELD,
@@ -81,6 +89,8 @@ static const char E_LOG_LEVEL[] = "a log level is warn or info";
 static const char E_PROTOCOL[] =
 	"a protocol is auto, http, tls, postgres, redis, session or raw";
 static const char E_PATH[] = "a file name is empty";
+static const char E_LOG_FORMAT[] = "a log format is logfmt or json";
+static const char E_FILE[] = "a file is an absolute path (at most 255 bytes), or off";
 
 const struct tb_env_var *tb_env_find(const char *key, int by_option)
 {
@@ -279,6 +289,27 @@ int tb_env_apply(struct tb_settings *s, const struct tb_env_var *var, const char
 		if (value[0] == '\0')
 			why = E_PATH;
 		break;
+	case TB_ENV_LOG_FORMAT:
+		if (strcmp(value, "logfmt") == 0)
+			s->log_format = TB_LOG_FORMAT_LOGFMT;
+		else if (strcmp(value, "json") == 0)
+			s->log_format = TB_LOG_FORMAT_JSON;
+		else
+			why = E_LOG_FORMAT;
+		break;
+	case TB_ENV_FILE: {
+		char *field = var->field == TB_ENV_NO_FIELD ? NULL : (char *)s + var->field;
+
+		if (field == NULL)
+			why = "internal error: no setting for this variable";
+		else if (strcmp(value, "off") == 0)
+			field[0] = '\0';
+		else if (value[0] != '/' || strlen(value) >= TB_LOG_PATH_MAX)
+			why = E_FILE;
+		else
+			snprintf(field, TB_LOG_PATH_MAX, "%s", value);
+		break;
+	}
 	}
 	if (why == NULL)
 		return 0;

@@ -20,6 +20,8 @@ enum tb_env_kind {
 	TB_ENV_LOG_LEVEL,  /* warn|info */
 	TB_ENV_PROTOCOL,   /* auto|http|tls|postgres|redis|session|raw */
 	TB_ENV_PATH,       /* a file name; sets nothing in tb_settings (TIMEBOX_CONFIG) */
+	TB_ENV_LOG_FORMAT, /* logfmt|json */
+	TB_ENV_FILE,       /* an absolute file name, or off: a char[TB_LOG_PATH_MAX] at field */
 };
 
 #define TB_ENV_NO_FIELD ((size_t)-1)

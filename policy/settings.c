@@ -13,6 +13,8 @@ void tb_settings_init(struct tb_settings *s)
 	s->scope = TB_SCOPE_CALL;
 	s->on_timeout = TB_ON_TIMEOUT_ETIMEDOUT;
 	s->log_target = TB_LOG_STDERR;
+	s->log_rate = TB_LOG_RATE_DEFAULT;
+	s->stats_interval_ns = TB_STATS_INTERVAL_DEFAULT;
 }
 
 /*

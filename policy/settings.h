@@ -25,12 +25,15 @@ enum tb_scope { TB_SCOPE_CALL, TB_SCOPE_PROCESS };
 enum tb_on_timeout { TB_ON_TIMEOUT_ETIMEDOUT, TB_ON_TIMEOUT_EAGAIN };
 enum tb_log_target { TB_LOG_STDERR, TB_LOG_SYSLOG, TB_LOG_OFF, TB_LOG_FILE };
 enum tb_log_level { TB_LOG_LEVEL_WARN, TB_LOG_LEVEL_INFO };
+enum tb_log_format { TB_LOG_FORMAT_LOGFMT, TB_LOG_FORMAT_JSON };
 /* A non-blocking connect at a full gate: wait the bounded time (default), or fail at once. */
 enum tb_gate_nonblocking { TB_GATE_NB_WAIT, TB_GATE_NB_FAIL };
 
 #define TB_MAX_CONNS_LIMIT 1000000
 
 #define TB_LOG_PATH_MAX 256
+#define TB_LOG_RATE_DEFAULT 100
+#define TB_STATS_INTERVAL_DEFAULT (10 * TB_NS_PER_S)
 
 /*
  * Every duration is in nanoseconds; 0 means "no limit". retry_window_ns < 0 means
@@ -58,13 +61,17 @@ struct tb_settings {
 	enum tb_log_target log_target;
 	char log_path[TB_LOG_PATH_MAX];
 	enum tb_log_level log_level;
+	enum tb_log_format log_format;
+	int log_rate;             /* log lines per second per process; 0: no limit */
+	char stats_path[TB_LOG_PATH_MAX]; /* the Prometheus file to keep written, or "" */
+	int64_t stats_interval_ns; /* how often stats_path is rewritten */
 	bool strict;
 	/* enum tb_proto (frame.h): what a socket speaks; auto (0, the default) detects it.
 	 * A forced `session` also makes read_ns the session's inactivity limit. */
 	uint8_t protocol;
 };
 
-/* Built-in defaults: nothing limited, log to stderr, scope=call. */
+/* Built-in defaults: nothing limited, log to stderr (logfmt, 100 lines/s), scope=call. */
 void tb_settings_init(struct tb_settings *s);
 
 /* Resolves the "not set" markers (first_byte falls back to read, dns to connect). Call once

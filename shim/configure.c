@@ -202,6 +202,22 @@ void tb_configure_learn(const char *name, int family, const void *addr)
 	names_leave(&old);
 }
 
+void tb_configure_name_of(const struct tb_dest *d, char *buf, size_t len)
+{
+	char found[1][TB_NAME_MAX];
+	sigset_t old;
+	size_t n;
+
+	buf[0] = '\0';
+	if (!tb_configure_learning())
+		return;
+	names_enter(&old);
+	n = tb_names_lookup(&names, d, found, 1);
+	names_leave(&old);
+	if (n > 0)
+		snprintf(buf, len, "%s", found[0]);
+}
+
 void tb_configure_fork_prepare(void)
 {
 	sigset_t old;

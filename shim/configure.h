@@ -39,6 +39,10 @@ bool tb_configure_learning(void);
  * against a signal handler that connects (signals are blocked while the table is locked). */
 void tb_configure_learn(const char *name, int family, const void *addr);
 
+/* The most recent name learned for d's address into buf (len bytes); "" when none. Takes the
+ * table's lock: not for a hook's fast path (the statistics thread calls it). */
+void tb_configure_name_of(const struct tb_dest *d, char *buf, size_t len);
+
 /* pthread_atfork handlers for the learned names (registered by init.c): prepare takes the
  * table's lock with signals blocked, parent and child let go of it and restore the mask. */
 void tb_configure_fork_prepare(void);

@@ -195,28 +195,39 @@ void tb_gates_fork_child(void)
 	}
 }
 
-void tb_gates_summary(void)
+void tb_gates_each(void (*fn)(void *ctx, const struct tb_dest *d,
+			      const struct tb_gate_counts *c), void *ctx)
 {
 	for (unsigned i = 0; i < TABLE_SIZE; i++) {
 		struct tb_gate *g = atomic_load(&table[i]);
-
-		long leased, pending;
-		unsigned long acquired, timed_out, rejected;
+		struct tb_gate_counts c;
 
 		if (g == NULL)
 			continue;
+		c.max = g->max;
 		if (g->shared != NULL) {
-			tb_shared_gate_counts(g->shared, &leased, &pending);
-			tb_shared_gate_stats(g->shared, &acquired, &timed_out, &rejected);
+			tb_shared_gate_counts(g->shared, &c.leased, &c.pending);
+			tb_shared_gate_stats(g->shared, &c.acquired, &c.timed_out, &c.rejected);
 		} else {
-			leased = atomic_load(&g->leased);
-			pending = atomic_load(&g->pending);
-			acquired = atomic_load(&g->acquired);
-			timed_out = atomic_load(&g->timed_out);
-			rejected = atomic_load(&g->rejected);
+			c.leased = atomic_load(&g->leased);
+			c.pending = atomic_load(&g->pending);
+			c.acquired = atomic_load(&g->acquired);
+			c.timed_out = atomic_load(&g->timed_out);
+			c.rejected = atomic_load(&g->rejected);
 		}
-		tb_log_gate(&g->dest, leased, pending, g->max, acquired, timed_out, rejected);
+		fn(ctx, &g->dest, &c);
 	}
+}
+
+static void summary_line(void *ctx, const struct tb_dest *d, const struct tb_gate_counts *c)
+{
+	(void)ctx;
+	tb_log_gate(d, c->leased, c->pending, c->max, c->acquired, c->timed_out, c->rejected);
+}
+
+void tb_gates_summary(void)
+{
+	tb_gates_each(summary_line, NULL);
 	if (atomic_load(&ungated_connects) > 0) {
 		char body[160];
 

@@ -50,4 +50,15 @@ void tb_gates_fork_child(void);
  * at exit when TIMEBOX_LOG_LEVEL=info. */
 void tb_gates_summary(void);
 
+/* The numbers of one gate, as tb_gates_each reports them. */
+struct tb_gate_counts {
+	long leased, pending, max;
+	unsigned long acquired, timed_out, rejected;
+};
+
+/* Calls fn once per gate of this process with its current numbers (the exit summary and the
+ * statistics read them the same way). Lock-free; the numbers are relaxed reads. */
+void tb_gates_each(void (*fn)(void *ctx, const struct tb_dest *d,
+			      const struct tb_gate_counts *c), void *ctx);
+
 #endif

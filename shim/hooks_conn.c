@@ -19,6 +19,7 @@
 #include "stale.h"
 #include "watchdog.h"
 #include "xfer.h"
+#include "stats.h"
 
 /* A slot still set for a new fd means its previous socket was closed where we could not
  * see it (glibc-internal close in fclose, a raw syscall): forget it before reuse. */
@@ -109,6 +110,7 @@ static int connect_marked(struct tb_sock *s, int fd, const struct sockaddr *sa, 
 	}
 	if (r == 0 || err == EISCONN) {
 		tb_sock_set_open(s);
+		tb_stats_connected(s);
 	} else if (err != EINPROGRESS && err != EALREADY && err != EINTR) {
 		tb_sock_release_slot(s); /* refused, unreachable: the slot was never used */
 		tb_budget_on_failure(tb_budget_here(), atomic_load(&s->set));
@@ -179,6 +181,7 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len, ui
 	if (gate != NULL)
 		tb_sock_hold_slot(s, gate, slot_fd);
 	tb_sock_set_call(s, start, deadline);
+	tb_stats_call_begin(s, start);
 	/* Now rather than at the first wait, which may come inside a signal handler. */
 	tb_wd_start();
 	return connect_marked(s, fd, sa, len, saved, sp);

@@ -3,6 +3,7 @@
 #ifndef TB_LOG_H
 #define TB_LOG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -10,8 +11,10 @@
 #include "settings.h"
 
 /*
- * Opens the target chosen by s (stderr, syslog, off, a file; see log_sink.h). When it
- * cannot, says why on stderr and logs there. Called once, at start-up.
+ * Opens the target chosen by s (stderr, syslog, off, a file; see log_sink.h), in s's
+ * format (logfmt or JSON) and rate (log_rate lines per second; then one suppressed count).
+ * When it cannot, says why on stderr and logs there. Called once, at start-up; also hands
+ * the statistics their settings (tb_stats_configure).
  *
  * No line ever blocks its caller: a line the target cannot take at once (a full pipe or
  * socket, a broken pipe, no syslog daemon, an fd 2 that is no longer the program's stderr
@@ -20,8 +23,11 @@
  */
 void tb_log_open(const struct tb_settings *s);
 
-/* event=timeout phase=... dest=... fd=... elapsed_ms=... limit_ms=... pid=... tid=...
- * `tid` is the program's thread whose wait was cut, not the watchdog's. */
+/* event=timeout phase=... dest=... fd=... elapsed_ms=... limit_ms=... [host=...] gate_ms=...
+ * connect_ms=... first_byte_ms=... total_ms=... budget_ms=... pid=... tid=...
+ * `tid` is the program's thread whose wait was cut, not the watchdog's. The timers come from
+ * the call's statistics when this thread just cut the socket (tb_stats_cut); -1 marks a
+ * phase not reached (HAProxy's convention). Subject to the rate limit (log_rate). */
 void tb_log_timeout(enum tb_phase phase, const struct tb_dest *d, int fd, int64_t elapsed_ns,
 		    int64_t limit_ns, int tid);
 
@@ -51,8 +57,16 @@ void tb_log_config_more(const char *file, int count);
 void tb_log_gate(const struct tb_dest *d, long leased, long pending, long max,
 		 unsigned long acquired, unsigned long timed_out, unsigned long rejected);
 
-/* A preformatted logfmt body; "timebox: " and the newline are added. */
+/* A preformatted logfmt body; "timebox: " and the newline are added (in JSON, the body's
+ * pairs become the object's members). Rate limited. */
 void tb_log_error(const char *body);
+
+/* Writes "event=suppressed count=N" now when lines were dropped or rate-limited since the
+ * last report (the stats thread calls it every second; it also runs at exit). */
+void tb_log_flush_suppressed(void);
+
+/* True when lines were held back or dropped and not reported yet. */
+bool tb_log_suppressing(void);
 
 /* The log fd moved (dup2 over it by the program): follow it. */
 void tb_log_fd_moved(int from, int to);

@@ -23,6 +23,7 @@
 #include "init.h"
 #include "log.h"
 #include "real.h"
+#include "stats.h"
 
 /* tcpi_last_data_recv is kept in jiffies and reported in ms: allow one jiffy at HZ=100. */
 #define JIFFY_NS (10 * TB_NS_PER_MS)
@@ -387,6 +388,7 @@ int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_p
 	s->note.phase = phase;
 	atomic_store_explicit(&s->log_pending, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&tb_expiries[phase], 1, memory_order_relaxed);
+	tb_stats_cut(s, phase);
 	cut(fd);
 	rc = 1;
 out:

@@ -16,6 +16,7 @@
 #include "stale.h"
 #include "waits.h"
 #include "thread.h"
+#include "stats.h"
 
 /*
  * Reports the socket's expiry to the calling thread: -1 and errno. With on_timeout=eagain
@@ -305,6 +306,7 @@ ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r)
 		return r;
 	}
 	set = atomic_load_explicit(&s->set, memory_order_relaxed);
+	tb_stats_xfer(s, x->side, r);
 	if (r > 0) {
 		unsigned fs = atomic_load_explicit(&s->frame_state, memory_order_relaxed);
 

@@ -1,0 +1,190 @@
+/* stats_prom.c - merging a segment's rows and printing them as Prometheus metrics.
+ * Pure code: HELP/TYPE once per metric family, label values escaped as the format says. */
+#include "stats_prom.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+struct out {
+	char *buf;
+	size_t len, n;
+};
+
+static void put(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	va_start(ap, fmt);
+	k = vsnprintf(o->n < o->len ? o->buf + o->n : NULL, o->n < o->len ? o->len - o->n : 0,
+		      fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		o->n += (size_t)k;
+}
+
+/* A label value: \, " and newline escaped (the exposition format's three). */
+static void put_label(struct out *o, const char *key, const char *v)
+{
+	put(o, "%s=\"", key);
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			put(o, "\\%c", *v);
+		else if (*v == '\n')
+			put(o, "\\n");
+		else
+			put(o, "%c", *v);
+	}
+	put(o, "\"");
+}
+
+static void labels(struct out *o, const struct tb_stats_row *r, int pid)
+{
+	put_label(o, "dest", r->dest);
+	if (r->host[0] != '\0') {
+		put(o, ",");
+		put_label(o, "host", r->host);
+	}
+	if (pid > 0)
+		put(o, ",pid=\"%d\"", pid);
+}
+
+static void family(struct out *o, const char *name, const char *type, const char *help)
+{
+	put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+int tb_stats_rows(const struct tb_stats_seg *seg, struct tb_stats_row *rows)
+{
+	unsigned nd = atomic_load_explicit(&seg->ndests, memory_order_acquire);
+	int n = 0;
+
+	if (nd > TB_STATS_DESTS)
+		nd = TB_STATS_DESTS;
+	for (unsigned i = 0; i < TB_STATS_DESTS; i++) {
+		const struct tb_stats_dest *d = &seg->d[i];
+		struct tb_stats_row *r = NULL;
+		struct tb_hist_snap h;
+		int j;
+
+		if (atomic_load_explicit(&d->state, memory_order_acquire) != 2)
+			continue;
+		for (j = 0; j < n; j++)
+			if (strncmp(rows[j].dest, d->dest, TB_STATS_TEXT) == 0)
+				r = &rows[j];
+		if (r == NULL) {
+			r = &rows[n++];
+			memset(r, 0, sizeof(*r));
+			memcpy(r->dest, d->dest, TB_STATS_TEXT);
+			r->dest[TB_STATS_TEXT - 1] = '\0';
+			memcpy(r->host, d->host, TB_STATS_TEXT);
+			r->host[TB_STATS_TEXT - 1] = '\0';
+			r->max = d->max;
+			r->leased = (long)atomic_load_explicit(&d->leased, memory_order_relaxed);
+			r->pending = (long)atomic_load_explicit(&d->pending, memory_order_relaxed);
+			r->acquired = atomic_load_explicit(&d->acquired, memory_order_relaxed);
+			r->rejects = atomic_load_explicit(&d->rejects, memory_order_relaxed);
+			r->cuts[TB_PHASE_GATE] =
+				atomic_load_explicit(&d->gate_timed_out, memory_order_relaxed);
+		}
+		r->calls += atomic_load_explicit(&d->calls, memory_order_relaxed);
+		r->completed += atomic_load_explicit(&d->completed, memory_order_relaxed);
+		for (int p = 0; p < TB_PHASE_COUNT; p++)
+			if (p != TB_PHASE_GATE)
+				r->cuts[p] += atomic_load_explicit(&d->cuts[p], memory_order_relaxed);
+		for (int k = 0; k < TB_HIST_COUNT; k++) {
+			tb_hist_snapshot(&d->hist[k], &h);
+			tb_hist_merge(&r->hist[k], &h);
+		}
+	}
+	(void)nd;
+	return n;
+}
+
+static const char *const hist_name[TB_HIST_COUNT] = {
+	[TB_HIST_CONNECT] = "timebox_connect_seconds",
+	[TB_HIST_FIRST_BYTE] = "timebox_first_byte_seconds",
+	[TB_HIST_CALL] = "timebox_call_seconds",
+};
+static const char *const hist_help[TB_HIST_COUNT] = {
+	[TB_HIST_CONNECT] = "Time from the start of the TCP handshake to its completion.",
+	[TB_HIST_FIRST_BYTE] = "Time from the first byte of a request to the first byte of "
+			       "its response.",
+	[TB_HIST_CALL] = "Time from the start of a call (gate wait included) to its last "
+			 "response byte.",
+};
+
+static void histogram(struct out *o, const struct tb_stats_row *rows, int n, int pid, int k)
+{
+	family(o, hist_name[k], "histogram", hist_help[k]);
+	for (int i = 0; i < n; i++) {
+		const struct tb_hist_snap *h = &rows[i].hist[k];
+
+		for (int e = TB_PROM_LE_FIRST; e <= TB_PROM_LE_LAST; e++) {
+			uint64_t edge = UINT64_C(1) << e;
+
+			put(o, "%s_bucket{", hist_name[k]);
+			labels(o, &rows[i], pid);
+			put(o, ",le=\"%.6f\"} %llu\n", (double)edge / 1e6,
+			    (unsigned long long)tb_hist_count_le(h, edge - 1));
+		}
+		put(o, "%s_bucket{", hist_name[k]);
+		labels(o, &rows[i], pid);
+		put(o, ",le=\"+Inf\"} %llu\n", (unsigned long long)h->count);
+		put(o, "%s_sum{", hist_name[k]);
+		labels(o, &rows[i], pid);
+		put(o, "} %.6f\n", (double)h->sum_us / 1e6);
+		put(o, "%s_count{", hist_name[k]);
+		labels(o, &rows[i], pid);
+		put(o, "} %llu\n", (unsigned long long)h->count);
+	}
+}
+
+static void counter(struct out *o, const struct tb_stats_row *rows, int n, int pid,
+		    const char *name, const char *type, const char *help, size_t off)
+{
+	family(o, name, type, help);
+	for (int i = 0; i < n; i++) {
+		const char *at = (const char *)&rows[i] + off;
+		long long v = strcmp(type, "gauge") == 0 ? *(const long *)(const void *)at
+							 : (long long)*(const unsigned long long *)(const void *)at;
+
+		put(o, "%s{", name);
+		labels(o, &rows[i], pid);
+		put(o, "} %lld\n", v);
+	}
+}
+
+size_t tb_stats_prom(const struct tb_stats_row *rows, int n, int pid, char *buf, size_t len)
+{
+	struct out o = { buf, len, 0 };
+
+	if (len > 0)
+		buf[0] = '\0';
+	counter(&o, rows, n, pid, "timebox_calls_total", "counter",
+		"Calls begun (a governed connect, or a new request on a kept-alive connection).", offsetof(struct tb_stats_row, calls));
+	counter(&o, rows, n, pid, "timebox_completed_total", "counter",
+		"Calls that ended with a response.", offsetof(struct tb_stats_row, completed));
+	family(&o, "timebox_timeouts_total", "counter", "Calls cut by timebox, by phase.");
+	for (int i = 0; i < n; i++)
+		for (int p = 0; p < TB_PHASE_COUNT; p++) {
+			put(&o, "timebox_timeouts_total{");
+			labels(&o, &rows[i], pid);
+			put(&o, ",phase=\"%s\"} %llu\n", tb_phase_name((enum tb_phase)p),
+			    rows[i].cuts[p]);
+		}
+	counter(&o, rows, n, pid, "timebox_gate_rejects_total", "counter",
+		"Connects refused at once by a full gate.", offsetof(struct tb_stats_row, rejects));
+	counter(&o, rows, n, pid, "timebox_gate_acquired_total", "counter",
+		"Slots taken at the gate.", offsetof(struct tb_stats_row, acquired));
+	counter(&o, rows, n, pid, "timebox_gate_leased", "gauge",
+		"Slots of the gate held now.", offsetof(struct tb_stats_row, leased));
+	counter(&o, rows, n, pid, "timebox_gate_pending", "gauge",
+		"Callers waiting at the gate now.", offsetof(struct tb_stats_row, pending));
+	counter(&o, rows, n, pid, "timebox_gate_max", "gauge",
+		"The gate's size (0: no gate).", offsetof(struct tb_stats_row, max));
+	for (int k = 0; k < TB_HIST_COUNT; k++)
+		histogram(&o, rows, n, pid, k);
+	return o.n;
+}

@@ -1,0 +1,56 @@
+/* stats_seg.h - the layout of a governed process's statistics segment (`stats-<pid>` in the
+ * per-user timebox directory), written by the library and read by `timebox stats`. */
+#ifndef TB_STATS_SEG_H
+#define TB_STATS_SEG_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "hist.h"
+#include "settings.h"
+
+#define TB_STATS_MAGIC UINT64_C(0x3173746174736274) /* "tbstats1", little-endian */
+#define TB_STATS_VERSION 1
+#define TB_STATS_DESTS 32 /* destinations with their own row; later ones count as "other" */
+#define TB_STATS_TEXT 64
+
+enum tb_stats_hist { TB_HIST_CONNECT, TB_HIST_FIRST_BYTE, TB_HIST_CALL, TB_HIST_COUNT };
+
+/*
+ * One destination. `state` goes 0 -> 1 (claimed by the writer that fills dest/host/max) ->
+ * 2 (published, release); a reader skips rows not at 2. Counters are relaxed atomics added
+ * to by any thread of the process; gauges (leased, pending) are refreshed by the library's
+ * stats thread from the gate when a reader asks (see `wake`) and at each stats interval.
+ */
+struct tb_stats_dest {
+	_Atomic uint32_t state;
+	_Atomic uint32_t host_ready;    /* host is written (release), once */
+	int32_t max;                    /* the gate's size; 0: no gate */
+	uint32_t pad;
+	char dest[TB_STATS_TEXT];       /* "127.0.0.1:8080" */
+	char host[TB_STATS_TEXT];       /* the learned hostname, or "" */
+	_Atomic uint64_t calls;         /* calls begun: governed connects, and each later
+					 * request on a kept-alive connection */
+	_Atomic uint64_t completed;     /* calls that ended with a response (EOF or next request) */
+	_Atomic uint64_t cuts[TB_PHASE_COUNT];
+	_Atomic uint64_t rejects;       /* refused at the gate (full, max_pending) */
+	_Atomic int64_t leased, pending; /* gauges */
+	_Atomic uint64_t acquired, gate_timed_out;
+	struct tb_hist hist[TB_HIST_COUNT];
+};
+
+struct tb_stats_seg {
+	uint64_t magic;
+	uint32_t version;
+	int32_t pid;
+	int64_t started;                /* CLOCK_REALTIME seconds */
+	char comm[TB_STATS_TEXT];       /* the program's name */
+	_Atomic uint32_t ndests;        /* rows claimed (<= TB_STATS_DESTS) */
+	_Atomic uint32_t wake;          /* a reader adds 1 and futex-wakes it: refresh now */
+	_Atomic uint32_t refreshed;     /* the stats thread adds 1 after each refresh */
+	uint32_t pad;
+	_Atomic uint64_t other_calls;   /* calls to destinations past the table */
+	struct tb_stats_dest d[TB_STATS_DESTS];
+};
+
+#endif

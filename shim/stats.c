@@ -1,0 +1,504 @@
+/* stats.c - this process's counters and latency histograms in a shared-memory segment,
+ * the per-socket timers of a call, and the thread that refreshes gauges and the stats file. */
+#include "stats.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "configure.h"
+#include "fdtable.h"
+#include "gate_file.h"
+#include "gates.h"
+#include "hooks.h"
+#include "log.h"
+#include "real.h"
+#include "stats_prom.h"
+#include "stats_seg.h"
+
+/* Sockets with timers: the pool's first indexes (a process with more governed sockets open
+ * at once than this still counts calls and cuts, without latencies for the rest). */
+#define CALLS_MAX 65536
+
+/* The timers of the call under way on one socket (indexed by the socket's pool index).
+ * Written by the threads that use the socket (the last writer wins, like the socket's own
+ * call times, sock.h rule 9), read by the watchdog at a cut: relaxed atomics. 0: not yet. */
+struct call {
+	atomic_int row;              /* index in seg->d + 1; 0: none (zeroed memory) */
+	atomic_bool done;            /* the call's completion was counted */
+	_Atomic int64_t begin;       /* the call's start (gate wait included) */
+	_Atomic int64_t connect_at;  /* the handshake's start */
+	_Atomic int64_t connected;   /* the handshake's end */
+	_Atomic int64_t req_at;      /* the first byte of the current request */
+	_Atomic int64_t first_byte;  /* the first byte of its response */
+	_Atomic int64_t last_rx;     /* the last response byte so far */
+	_Atomic int64_t gate_ns;     /* call start to handshake start, with a gate; else -1 */
+	/* The last cut, for its log line (tb_stats_take_timers), written by the cutter. */
+	atomic_bool cut_pending;
+	atomic_int cut_fd;
+	_Atomic int64_t cut_total_ms, cut_budget_ms;
+};
+
+enum { SEG_NONE, SEG_OPENING, SEG_READY, SEG_FAILED };
+
+static atomic_int seg_state;
+static struct tb_stats_seg *seg;
+static struct call *calls;
+static struct tb_dest keys[TB_STATS_DESTS]; /* process-local: the row's tb_dest */
+static char seg_name[32];
+static char stats_path[TB_LOG_PATH_MAX];
+static int64_t stats_interval = TB_STATS_INTERVAL_DEFAULT;
+
+void tb_stats_configure(const struct tb_settings *s)
+{
+	snprintf(stats_path, sizeof(stats_path), "%s", s->stats_path);
+	if (s->stats_interval_ns > 0)
+		stats_interval = s->stats_interval_ns;
+}
+
+static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts)
+{
+	/* Not FUTEX_PRIVATE: the word is in a file mapping that `timebox stats` maps too. */
+	return syscall(SYS_futex, word, op, val, ts, NULL, 0);
+}
+
+/* A dest's row, created on first use; -1 when the table is full (counted as other_calls). */
+static int row_of(const struct tb_dest *d)
+{
+	for (int i = 0; i < TB_STATS_DESTS; i++) {
+		struct tb_stats_dest *r = &seg->d[i];
+		uint32_t st = atomic_load_explicit(&r->state, memory_order_acquire);
+
+		if (st == 2 && tb_dest_equal(&keys[i], d))
+			return i;
+		if (st != 0)
+			continue; /* being filled by another thread: perhaps ours, then two rows */
+		if (!atomic_compare_exchange_strong(&r->state, &st, 1))
+			continue;
+		keys[i] = *d;
+		tb_dest_format(d, r->dest, sizeof(r->dest));
+		atomic_fetch_add_explicit(&seg->ndests, 1, memory_order_relaxed);
+		atomic_store_explicit(&r->state, 2, memory_order_release);
+		return i;
+	}
+	return -1;
+}
+
+static void refresh_gate(void *ctx, const struct tb_dest *d, const struct tb_gate_counts *c)
+{
+	int i = row_of(d);
+
+	(void)ctx;
+	if (i < 0)
+		return;
+	seg->d[i].max = (int32_t)c->max;
+	atomic_store_explicit(&seg->d[i].leased, c->leased, memory_order_relaxed);
+	atomic_store_explicit(&seg->d[i].pending, c->pending, memory_order_relaxed);
+	atomic_store_explicit(&seg->d[i].acquired, c->acquired, memory_order_relaxed);
+	atomic_store_explicit(&seg->d[i].gate_timed_out, c->timed_out, memory_order_relaxed);
+	atomic_store_explicit(&seg->d[i].rejects, c->rejected, memory_order_relaxed);
+}
+
+/* The learned hostnames: looked up by the stats thread (it takes the names' lock, which a
+ * hook must not wait for), once per row. */
+static void refresh_hosts(void)
+{
+	for (int i = 0; i < TB_STATS_DESTS; i++) {
+		struct tb_stats_dest *r = &seg->d[i];
+
+		char host[TB_STATS_TEXT];
+
+		if (atomic_load_explicit(&r->state, memory_order_acquire) != 2 ||
+		    atomic_load_explicit(&r->host_ready, memory_order_relaxed))
+			continue;
+		tb_configure_name_of(&keys[i], host, sizeof(host));
+		if (host[0] == '\0')
+			continue;
+		memcpy(r->host, host, sizeof(r->host));
+		atomic_store_explicit(&r->host_ready, 1, memory_order_release);
+	}
+}
+
+/* The stats file, whole or not at all: a temporary next to it, then rename. */
+static void write_file(void)
+{
+	static struct tb_stats_row rows[TB_STATS_DESTS];
+	size_t need, cap = 1 << 16;
+	char *buf = NULL, tmp[TB_LOG_PATH_MAX + 32];
+	int n = tb_stats_rows(seg, rows), fd;
+	ssize_t w;
+
+	for (;;) {
+		free(buf);
+		buf = malloc(cap);
+		if (buf == NULL)
+			return;
+		need = tb_stats_prom(rows, n, 0, buf, cap);
+		if (need < cap)
+			break;
+		cap = need + 1;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp-%d", stats_path, (int)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		w = tb_real.write(fd, buf, need);
+		tb_real.close(fd);
+		if (w == (ssize_t)need && rename(tmp, stats_path) == 0)
+			goto out;
+		unlink(tmp);
+	}
+out:
+	free(buf);
+}
+
+/*
+ * The stats thread: refreshes the gauges when a reader asks (futex on seg->wake), rewrites the
+ * stats file when it is due, and reports held-back log lines a second after the first one.
+ * Otherwise it sleeps: an idle governed process is not woken by it.
+ */
+static void *stats_main(void *arg)
+{
+	int64_t next_file = 0, flush_at = 0;
+
+	(void)arg;
+	for (;;) {
+		uint32_t asked = atomic_load(&seg->wake);
+		int64_t now = tb_now(), wait = 3600 * TB_NS_PER_S;
+		struct timespec ts;
+
+		tb_gates_each(refresh_gate, NULL);
+		refresh_hosts();
+		if (!tb_log_suppressing()) {
+			flush_at = 0;
+		} else if (flush_at == 0) {
+			flush_at = now + TB_NS_PER_S;
+		} else if (now >= flush_at) {
+			tb_log_flush_suppressed();
+			flush_at = 0;
+		}
+		if (stats_path[0] != '\0' && now >= next_file) {
+			write_file();
+			next_file = now + stats_interval;
+		}
+		atomic_fetch_add(&seg->refreshed, 1);
+		futex(&seg->refreshed, FUTEX_WAKE, INT_MAX, NULL);
+		now = tb_now();
+		if (stats_path[0] != '\0' && next_file - now < wait)
+			wait = next_file - now;
+		if (flush_at != 0 && flush_at - now < wait)
+			wait = flush_at - now;
+		if (wait < TB_NS_PER_MS)
+			wait = TB_NS_PER_MS;
+		ts.tv_sec = wait / TB_NS_PER_S;
+		ts.tv_nsec = wait % TB_NS_PER_S;
+		futex(&seg->wake, FUTEX_WAIT, asked, &ts);
+	}
+	return NULL;
+}
+
+void tb_stats_wake(void)
+{
+	int saved = errno;
+
+	if (atomic_load_explicit(&seg_state, memory_order_acquire) != SEG_READY)
+		return;
+	atomic_fetch_add(&seg->wake, 1);
+	futex(&seg->wake, FUTEX_WAKE, 1, NULL);
+	errno = saved;
+}
+
+/* Removed at exit by the process that made it (not by a forked child sharing the map). */
+static void remove_segment(void)
+{
+	char path[320];
+
+	if (seg == NULL || seg->pid != getpid())
+		return;
+	if (stats_path[0] != '\0')
+		write_file();
+	snprintf(path, sizeof(path), "%s/%s", tb_gate_file_dir(), seg_name);
+	unlink(path);
+}
+
+static void start_thread(void)
+{
+	pthread_attr_t attr;
+	pthread_t tid;
+	sigset_t all, old;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	/* Named before the connect returns, so that a look at /proc/self/task tells it apart
+	 * from the program's threads (and from the watchdog). */
+	if (pthread_create(&tid, &attr, stats_main, NULL) == 0)
+		pthread_setname_np(tid, "timebox-stats");
+	else
+		tb_log_error("event=error what=stats_thread error=\"cannot start the stats thread; "
+			     "gauges and the stats file are not updated\"");
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+}
+
+/*
+ * Creates the segment and the timers' table once, at the first governed connect; the
+ * thread that wins does the work, the others count nothing meanwhile (never wait).
+ * Returns true when the segment is ready.
+ */
+static bool ready(void)
+{
+	int st = atomic_load_explicit(&seg_state, memory_order_acquire);
+	struct stat id;
+	char why[160];
+	int fd;
+	void *p;
+
+	if (TB_LIKELY(st == SEG_READY))
+		return true;
+	if (st != SEG_NONE || !atomic_compare_exchange_strong(&seg_state, &st, SEG_OPENING))
+		return false;
+	snprintf(seg_name, sizeof(seg_name), "stats-%d", (int)getpid());
+	fd = tb_gate_file_open(seg_name, &id, why, sizeof(why));
+	if (fd < 0)
+		goto fail;
+	/* Emptied first: after an exec the same pid finds its former image's segment. */
+	/* fallocate: on a full tmpfs (a container's small /dev/shm) a sparse file would kill the
+	 * program with SIGBUS at its first count instead of failing here. */
+	if (ftruncate(fd, 0) < 0 || fallocate(fd, 0, 0, sizeof(struct tb_stats_seg)) < 0) {
+		snprintf(why, sizeof(why), "cannot allocate: %s", strerror(errno));
+		tb_gate_file_close(fd);
+		goto fail;
+	}
+	p = mmap(NULL, sizeof(struct tb_stats_seg), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	tb_gate_file_close(fd);
+	calls = mmap(NULL, CALLS_MAX * sizeof(struct call), PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED || calls == MAP_FAILED) {
+		snprintf(why, sizeof(why), "cannot map: %s", strerror(errno));
+		if (p != MAP_FAILED)
+			munmap(p, sizeof(struct tb_stats_seg));
+		if (calls != MAP_FAILED)
+			munmap(calls, CALLS_MAX * sizeof(struct call));
+		goto fail;
+	}
+	seg = p;
+	seg->version = TB_STATS_VERSION;
+	seg->pid = (int32_t)getpid();
+	seg->started = (int64_t)time(NULL);
+	{
+		char comm[TB_STATS_TEXT] = "";
+		int cfd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+		ssize_t n = cfd >= 0 ? tb_real.read(cfd, comm, sizeof(comm) - 1) : -1;
+
+		if (cfd >= 0)
+			tb_real.close(cfd);
+		if (n > 0 && comm[n - 1] == '\n')
+			n--;
+		comm[n > 0 ? n : 0] = '\0';
+		memcpy(seg->comm, comm, sizeof(seg->comm));
+	}
+	atomic_store_explicit(&seg->magic, TB_STATS_MAGIC, memory_order_release);
+	atexit(remove_segment);
+	atomic_store_explicit(&seg_state, SEG_READY, memory_order_release);
+	start_thread();
+	return true;
+fail: {
+		char body[400];
+
+		snprintf(body, sizeof(body), "event=error what=stats_segment path=%s/%s error=\"%s\" "
+			 "effect=\"no statistics for this process\"", tb_gate_file_dir(), seg_name,
+			 why);
+		tb_log_error(body);
+	}
+	atomic_store(&seg_state, SEG_FAILED);
+	return false;
+}
+
+static struct call *call_of(struct tb_sock *s)
+{
+	if (TB_UNLIKELY(atomic_load_explicit(&seg_state, memory_order_relaxed) != SEG_READY) ||
+	    s->index >= CALLS_MAX)
+		return NULL;
+	return &calls[s->index];
+}
+
+static struct tb_stats_dest *row_at(struct call *c)
+{
+	int i = atomic_load_explicit(&c->row, memory_order_relaxed) - 1;
+
+	return i >= 0 && i < TB_STATS_DESTS ? &seg->d[i] : NULL;
+}
+
+#define ADD(field) atomic_fetch_add_explicit(&(field), 1, memory_order_relaxed)
+#define LOAD(field) atomic_load_explicit(&(field), memory_order_relaxed)
+#define STORE(field, v) atomic_store_explicit(&(field), (v), memory_order_relaxed)
+
+void tb_stats_call_begin(struct tb_sock *s, int64_t start)
+{
+	struct call *c;
+	int64_t at;
+	int i;
+
+	if (!ready() || (c = call_of(s)) == NULL)
+		return;
+	i = row_of(&s->dest);
+	at = LOAD(s->connect_start);
+	STORE(c->row, i + 1);
+	STORE(c->done, false);
+	STORE(c->begin, start < at ? start : at);
+	STORE(c->connect_at, at);
+	STORE(c->connected, 0);
+	STORE(c->req_at, 0);
+	STORE(c->first_byte, 0);
+	STORE(c->last_rx, 0);
+	STORE(c->gate_ns, LOAD(s->has_slot) ? at - LOAD(c->begin) : -1);
+	if (i >= 0)
+		ADD(seg->d[i].calls);
+	else
+		ADD(seg->other_calls);
+}
+
+static void connected_at(struct call *c, int64_t now)
+{
+	struct tb_stats_dest *r = row_at(c);
+
+	STORE(c->connected, now);
+	if (r != NULL)
+		tb_hist_record(&r->hist[TB_HIST_CONNECT], now - LOAD(c->connect_at));
+}
+
+void tb_stats_connected(struct tb_sock *s)
+{
+	struct call *c = call_of(s);
+
+	if (c != NULL && LOAD(c->connected) == 0)
+		connected_at(c, tb_now());
+}
+
+/* A call ends: with EOF, or when a new request follows its response on the socket. */
+static void complete(struct call *c)
+{
+	struct tb_stats_dest *r = row_at(c);
+	int64_t end = LOAD(c->last_rx);
+
+	if (LOAD(c->done) || end == 0 || r == NULL)
+		return;
+	STORE(c->done, true);
+	ADD(r->completed);
+	tb_hist_record(&r->hist[TB_HIST_CALL], end - LOAD(c->begin));
+}
+
+void tb_stats_xfer(struct tb_sock *s, int side, ssize_t r)
+{
+	struct call *c = call_of(s);
+	bool response = atomic_load_explicit(&s->got_bytes, memory_order_relaxed);
+	int64_t now;
+
+	if (c == NULL || r < 0)
+		return;
+	if (r == 0) {
+		if (side == TB_RD)
+			complete(c);
+		return;
+	}
+	if (side == TB_WR) {
+		if (LOAD(c->req_at) != 0 && !response)
+			return; /* more of the same request: nothing to time */
+		now = tb_now();
+		if (LOAD(c->connected) == 0)
+			connected_at(c, now); /* a non-blocking connect: it completed by now */
+		if (response) { /* a new request on the same connection: a new call */
+			struct tb_stats_dest *row = row_at(c);
+
+			complete(c);
+			if (row != NULL)
+				ADD(row->calls);
+			STORE(c->done, false);
+			STORE(c->begin, now);
+			STORE(c->first_byte, 0);
+			STORE(c->last_rx, 0);
+		}
+		STORE(c->req_at, now);
+		return;
+	}
+	now = tb_now();
+	STORE(c->last_rx, now);
+	if (!response && LOAD(c->first_byte) == 0 && LOAD(c->req_at) != 0) {
+		struct tb_stats_dest *row = row_at(c);
+
+		STORE(c->first_byte, now);
+		if (row != NULL)
+			tb_hist_record(&row->hist[TB_HIST_FIRST_BYTE], now - LOAD(c->req_at));
+	}
+}
+
+static int64_t ms_or_none(int64_t from, int64_t to)
+{
+	return from > 0 && to >= from ? (to - from) / TB_NS_PER_MS : -1;
+}
+
+void tb_stats_cut(struct tb_sock *s, enum tb_phase phase)
+{
+	struct call *c = call_of(s);
+	struct tb_stats_dest *r;
+	int64_t now, deadline;
+
+	if (c == NULL)
+		return;
+	r = row_at(c);
+	if (r != NULL)
+		ADD(r->cuts[phase]);
+	now = tb_now();
+	deadline = LOAD(s->call_deadline);
+	STORE(c->cut_total_ms, ms_or_none(LOAD(c->begin), now));
+	STORE(c->cut_budget_ms, deadline > 0 && deadline < TB_NEVER
+				    ? (deadline > now ? (deadline - now) / TB_NS_PER_MS : 0)
+				    : -1);
+	STORE(c->cut_fd, s->note.fd);
+	atomic_store_explicit(&c->cut_pending, true, memory_order_release);
+}
+
+/*
+ * No thread-local storage here: the library's static TLS must stay small enough for a
+ * dlopen() of it (glibc's surplus is a few hundred bytes). The cut's timers wait in the
+ * socket's call entry; the log line finds them through the fd, which still names the socket
+ * unless the program closed it in between (then the line has no timers).
+ */
+bool tb_stats_take_timers(int fd, struct tb_log_timers *t)
+{
+	struct tb_sock *s = tb_fd_sock(fd);
+	struct call *c = s != NULL ? call_of(s) : NULL;
+	struct tb_stats_dest *r;
+	int64_t gate;
+
+	if (c == NULL || LOAD(c->cut_fd) != fd ||
+	    !atomic_exchange_explicit(&c->cut_pending, false, memory_order_acquire))
+		return false;
+	r = row_at(c);
+	gate = LOAD(c->gate_ns);
+	t->gate_ms = gate >= 0 ? gate / TB_NS_PER_MS : -1;
+	t->connect_ms = ms_or_none(LOAD(c->connect_at), LOAD(c->connected));
+	t->first_byte_ms = ms_or_none(LOAD(c->req_at), LOAD(c->first_byte));
+	t->total_ms = LOAD(c->cut_total_ms);
+	t->budget_ms = LOAD(c->cut_budget_ms);
+	t->host[0] = '\0';
+	if (r != NULL && atomic_load_explicit(&r->host_ready, memory_order_acquire)) {
+		memcpy(t->host, r->host, sizeof(t->host));
+		t->host[sizeof(t->host) - 1] = '\0';
+	}
+	return true;
+}

@@ -1,0 +1,54 @@
+/* stats.h - per-destination counters and latency histograms of this process, kept in a
+ * shared-memory segment that `timebox stats` reads, and the Prometheus file export. */
+#ifndef TB_STATS_H
+#define TB_STATS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "settings.h"
+#include "sock.h"
+
+/*
+ * The hooks' side. Each is one call at its site, lock-free, no allocation and no system call
+ * once the segment exists (the first governed connect creates it: open, ftruncate, mmap,
+ * and starts the stats thread with every signal blocked). Without a segment (it could not
+ * be created, or the socket index is past the table) they do nothing.
+ */
+
+/* A governed connect begins on s (after the gate): counts a call of s->dest. `start` is the
+ * call's start (the gate wait and earlier attempts of the call lie between it and the
+ * handshake's start). */
+void tb_stats_call_begin(struct tb_sock *s, int64_t start);
+
+/* The handshake of s completed (a blocking connect returned 0). */
+void tb_stats_connected(struct tb_sock *s);
+
+/* A transfer on s returned r (bytes, 0 for EOF, -1); called before the socket's progress is
+ * recorded, so s->got_bytes still tells whether this is the first byte of a response (or the
+ * first byte of a new request). Reads the clock only on those edges and on each read. */
+void tb_stats_xfer(struct tb_sock *s, int side, ssize_t r);
+
+/* The watchdog (or a hook) cut s in `phase`: counts it, and keeps the call's timers for the
+ * log line the cutter writes next (tb_stats_take_timers). */
+void tb_stats_cut(struct tb_sock *s, enum tb_phase phase);
+
+/* A call's timers as the log shows them, in ms; -1 for a phase not reached. */
+struct tb_log_timers {
+	int64_t gate_ms, connect_ms, first_byte_ms, total_ms, budget_ms;
+	char host[64];
+};
+
+/* The timers kept by the last tb_stats_cut of the socket fd names, once (then forgotten).
+ * False when there are none. */
+bool tb_stats_take_timers(int fd, struct tb_log_timers *t);
+
+/* Wakes the stats thread (a log line was held back: it reports the count a second later).
+ * One futex system call; safe in a signal handler. Nothing without a segment. */
+void tb_stats_wake(void);
+
+/* Settings the stats thread needs (the stats file and its interval); at start-up. */
+void tb_stats_configure(const struct tb_settings *s);
+
+#endif
