@@ -78,7 +78,7 @@ static inline bool tbg_find_file(const char *dir, const char *part, char *buf, s
 }
 
 /* How many lines of the file at path contain needle (0 when the file is missing). */
-static inline int tbg_count_lines(const char *path, const char *needle)
+static inline int tbg_count_lines_with(const char *path, const char *needle, const char *also)
 {
 	FILE *f = fopen(path, "r");
 	char line[1024];
@@ -87,10 +87,15 @@ static inline int tbg_count_lines(const char *path, const char *needle)
 	if (f == NULL)
 		return 0;
 	while (fgets(line, sizeof(line), f) != NULL)
-		if (strstr(line, needle) != NULL)
+		if (strstr(line, needle) != NULL && (also == NULL || strstr(line, also) != NULL))
 			n++;
 	fclose(f);
 	return n;
+}
+
+static inline int tbg_count_lines(const char *path, const char *needle)
+{
+	return tbg_count_lines_with(path, needle, NULL);
 }
 
 /* Prints the file at path to stderr (the log, when a check failed). */
