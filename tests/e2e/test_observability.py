@@ -178,8 +178,11 @@ def test_stats_pid_shows_the_gate():
                 if out.returncode != 0:
                     return False
                 rows = table_rows(out.stdout)
-                return rows and rows[0]["LEASED"] == "5" and rows[0]["PENDING"] == "3"
-            lib.wait_for(held, timeout=2.5, what="leased=5 pending=3 in timebox stats")
+                # The five holders' calls begin with their requests, a little after the
+                # connects that took the slots: wait for those too.
+                return (rows and rows[0]["LEASED"] == "5" and rows[0]["PENDING"] == "3"
+                        and rows[0]["CALLS"] == "5")
+            lib.wait_for(held, timeout=2.5, what="leased=5 pending=3 calls=5 in timebox stats")
             out = timebox("stats", p.pid)
             print(out.stdout)
             r = rows[0]
