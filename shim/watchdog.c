@@ -313,8 +313,11 @@ void tb_wd_start(void)
 	/* The host's signals are for the host's threads: block them all in ours. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (pthread_create(&tid, &attr, wd_main, NULL) == 0)
+	if (pthread_create(&tid, &attr, wd_main, NULL) == 0) {
+		/* A name an operator sees in top -H, ps -L and a debugger's thread list. */
+		pthread_setname_np(tid, "timebox-wd");
 		atomic_store(&started, 1);
+	}
 	else
 		tb_log_error("event=error what=watchdog_thread "
 			     "error=\"cannot start the watchdog thread; waits are unbounded\"");

@@ -77,6 +77,10 @@ def sanitizer_options(env):
         env["ASAN_OPTIONS"] = "detect_leaks=0:verify_asan_link_order=0"
     elif SANITIZE == "undefined":
         env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
+    elif SANITIZE == "thread":
+        # A child forked from a process with threads starts a watchdog of its own; TSan
+        # cannot check the child of a multi-threaded fork and by default dies there.
+        env.setdefault("TSAN_OPTIONS", "die_after_fork=0")
     return env
 
 

@@ -16,7 +16,10 @@ address) preload="$(${CC:-cc} -print-file-name=libasan.so) $lib"
 	export ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 ;;
 undefined) preload="$(${CC:-cc} -print-file-name=libubsan.so) $lib"
 	export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ;;
-thread) preload="$(${CC:-cc} -print-file-name=libtsan.so) $lib" ;;
+thread) preload="$(${CC:-cc} -print-file-name=libtsan.so) $lib"
+	# A child forked from a process with threads (the watchdog's) starts the watchdog of
+	# its own: TSan cannot check a child of a multi-threaded fork, and by default dies.
+	export TSAN_OPTIONS="${TSAN_OPTIONS:-die_after_fork=0}" ;;
 *) echo "run.sh: TB_SANITIZE=$TB_SANITIZE: expected address, undefined or thread" >&2; exit 2 ;;
 esac
 export TBR_PRELOAD="$preload"
