@@ -14,7 +14,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -22,10 +21,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "clock.h"
+#include "futex.h"
 #include "gate.h"
 #include "gate_file.h"
 #include "gates.h"
@@ -300,18 +299,6 @@ static void leave_seat(struct tb_shared_gate *g, int fd)
 	tb_real.fcntl(fd, F_OFD_SETLK, &fl);
 }
 
-/* Waits until the word changes from val, a wake, or `at`. Returns 0, or EINTR when a
- * signal handler ran (the caller gives up as a blocking connect would). */
-static int futex_wait_shared(atomic_uint *word, unsigned val, int64_t at)
-{
-	struct timespec ts = { at / TB_NS_PER_S, at % TB_NS_PER_S };
-
-	if (syscall(SYS_futex, word, FUTEX_WAIT_BITSET, val, &ts, NULL,
-		    FUTEX_BITSET_MATCH_ANY) < 0 && errno == EINTR)
-		return EINTR;
-	return 0;
-}
-
 int tb_shared_gate_acquire(struct tb_shared_gate *g, const struct tb_settings *set,
 			   bool nonblock, int fd, int64_t call_start, int64_t call_deadline,
 			   enum tb_phase *phase, int *slot_fd)
@@ -369,7 +356,7 @@ int tb_shared_gate_acquire(struct tb_shared_gate *g, const struct tb_settings *s
 		/* Wake on a release here, or look again soon: a holder that died releases its
 		 * slot without bumping anything. */
 		until = now + POLL_NS < bound.at ? now + POLL_NS : bound.at;
-		if (futex_wait_shared(&cur->seq, seq, until) == EINTR) {
+		if (tb_futex_wait_until(&cur->seq, seq, until, true) == EINTR) {
 			atomic_fetch_sub(&page->pending, 1);
 			tb_gate_file_close(lfd); /* drops the seat with the description */
 			errno = EINTR;
@@ -396,7 +383,7 @@ void tb_shared_gate_release(struct tb_shared_gate *g, int slot_fd)
 
 	tb_gate_file_close(slot_fd);
 	atomic_fetch_add(&page->seq, 1);
-	syscall(SYS_futex, &page->seq, FUTEX_WAKE, 1, NULL, NULL, 0);
+	tb_futex_wake_one(&page->seq, true);
 }
 
 void tb_shared_gate_counts(struct tb_shared_gate *g, long *leased, long *pending)
