@@ -113,13 +113,13 @@ static void init_once_fn(void)
 	}
 	tb_log_open(&tb_cfg);
 	{
-		/* Shared-gate slot locks live at fds >= 512 (and a rule may ask for a shared
+		/* Our own fds live at TB_INTERNAL_FD_MIN and above (and a rule may ask for a shared
 		 * gate). Growing the kernel's fd table once the program has threads costs an RCU
 		 * grace period (~10 ms) inside a connect: grow it now, while the process is still
 		 * single-threaded. It costs the process a few KB. */
 		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC), high;
 
-		high = fd >= 0 ? tb_real.fcntl(fd, F_DUPFD_CLOEXEC, 512) : -1;
+		high = fd >= 0 ? tb_real.fcntl(fd, F_DUPFD_CLOEXEC, TB_INTERNAL_FD_MIN) : -1;
 		if (high >= 0)
 			tb_real.close(high);
 		if (fd >= 0)

@@ -229,7 +229,7 @@ bool tb_sink_write(int target, const char *line, size_t n)
  * from the program's close and dup2. */
 static int keep_high(int fd)
 {
-	int high = tb_real.fcntl(fd, F_DUPFD_CLOEXEC, 512);
+	int high = tb_real.fcntl(fd, F_DUPFD_CLOEXEC, TB_INTERNAL_FD_MIN);
 
 	if (high >= 0) {
 		tb_real.close(fd);
