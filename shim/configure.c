@@ -1,5 +1,5 @@
-/* configure.c - start-up reading of the configuration file and the per-connect rule lookup.
- * Not on the data path: it runs once per process and once per connect. */
+/* configure.c - start-up reading of the environment and the configuration file, and the
+ * per-connect rule lookup. Not on the data path: it runs once per process and per connect. */
 #include "configure.h"
 
 #include <errno.h>
@@ -13,13 +13,17 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
-#include "init.h"
+#include "env.h"
 #include "log.h"
 #include "names.h"
 #include "real.h"
 #include "rules.h"
 
+struct tb_settings tb_cfg;
 const struct tb_config *tb_conf;
+atomic_bool tb_governing;
+
+extern char **environ;
 
 /* The learned names. A mutex is fine here: lookups happen in getaddrinfo and connect, which
  * are system calls' worth of work anyway, never in read/write. Two rules keep it from ever
@@ -67,12 +71,6 @@ static void keep(void *ctx, const struct tb_config_error *e)
 		p->e[p->count].effect = e->effect;
 	}
 	p->count++;
-}
-
-static const char *get_env(const char *name, void *ctx)
-{
-	(void)ctx;
-	return getenv(name);
 }
 
 /*
@@ -130,7 +128,13 @@ out:
 	return c;
 }
 
-int tb_configure(struct tb_settings *cfg, bool strict, bool *strict_out)
+/*
+ * Reads TIMEBOX_CONFIG, if set, over the environment's settings: *cfg becomes the resolved
+ * defaults. Prints one line per problem, saying what is done about it (or that the process
+ * refuses to run when `strict`, or when the file's defaults say strict). Returns the number
+ * of problems; sets *strict_out when the file asks for strictness.
+ */
+static int configure_file(struct tb_settings *cfg, bool strict, bool *strict_out)
 {
 	const char *path = getenv("TIMEBOX_CONFIG");
 	struct tb_overrides ov;
@@ -144,7 +148,7 @@ int tb_configure(struct tb_settings *cfg, bool strict, bool *strict_out)
 	p = calloc(1, sizeof(*p));
 	memset(&ov, 0, sizeof(ov));
 	/* Launcher options reach us as variables: for the library both are "the environment". */
-	tb_overrides_from(&ov, get_env, NULL, TB_ORIGIN_ENV);
+	tb_overrides_from(&ov, tb_env_getenv, NULL, TB_ORIGIN_ENV);
 	c = read_config(path, &ov, p, &errors);
 	if (c == NULL) {
 		tb_log_config_file_error(path, 0, NULL, NULL, "out of memory reading the file",
@@ -164,6 +168,31 @@ int tb_configure(struct tb_settings *cfg, bool strict, bool *strict_out)
 	*cfg = c->defaults.set;
 	tb_conf = c; /* never freed: sockets keep pointers to its settings */
 	return errors;
+}
+
+static void report_env(void *ctx, const char *name, const char *value, const char *why)
+{
+	const bool *strict = ctx;
+
+	tb_log_config_error(name, value, why, *strict ? TB_EFFECT_REFUSE : "setting ignored");
+}
+
+bool tb_configure(void)
+{
+	const char *strict_text = getenv("TIMEBOX_STRICT");
+	struct tb_settings scratch;
+	bool strict = false, file_strict;
+	int errors;
+
+	/* Strictness first: it decides what the other errors say they do. */
+	tb_settings_init(&scratch);
+	if (strict_text != NULL &&
+	    tb_env_apply(&scratch, tb_env_find("TIMEBOX_STRICT", 0), strict_text, NULL, NULL) == 0)
+		strict = scratch.strict;
+	errors = tb_env_load(&tb_cfg, tb_env_getenv, NULL, report_env, &strict);
+	errors += tb_env_check_unknown(environ, report_env, &strict);
+	errors += configure_file(&tb_cfg, strict || tb_cfg.strict, &file_strict);
+	return errors == 0 || !(strict || tb_cfg.strict || file_strict);
 }
 
 bool tb_configure_any_limit(void)

@@ -1,4 +1,4 @@
-/* init.c - start-up and fork: read the TIMEBOX_* variables once, set up the fd table and
+/* init.c - start-up and fork: read the settings once (configure.c), set up the fd table and
  * the log, and keep every lock and table consistent across fork. No thread starts here. */
 #include "init.h"
 
@@ -10,7 +10,6 @@
 
 #include "clock.h"
 #include "configure.h"
-#include "env.h"
 #include "fdtable.h"
 #include "gates.h"
 #include "log.h"
@@ -18,27 +17,8 @@
 #include "thread.h"
 #include "watchdog.h"
 
-struct tb_settings tb_cfg;
-atomic_bool tb_governing;
-
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static bool fork_handlers;
-
-extern char **environ;
-
-static const char *get_env(const char *name, void *ctx)
-{
-	(void)ctx;
-	return getenv(name);
-}
-
-static void report(void *ctx, const char *name, const char *value, const char *why)
-{
-	const bool *strict = ctx;
-
-	tb_log_config_error(name, value, why,
-			    *strict ? "refusing to run (TIMEBOX_STRICT)" : "setting ignored");
-}
 
 /*
  * Fork. A lock another thread holds at fork() stays held in the child by a thread that does
@@ -82,25 +62,12 @@ static void at_exit(void)
 
 static void init_once_fn(void)
 {
-	const char *strict_text = getenv("TIMEBOX_STRICT");
-	struct tb_settings scratch;
-	bool strict = false, file_strict;
-	int errors;
-
 	tb_real_bind();
 	/* setuid/setgid/capability programs: an unprivileged user must not be able to steer a
 	 * privileged process through its environment. Stay inert and silent. */
 	if (getauxval(AT_SECURE))
 		return;
-	/* Strictness first: it decides what the other errors say they do. */
-	tb_settings_init(&scratch);
-	if (strict_text != NULL &&
-	    tb_env_apply(&scratch, tb_env_find("TIMEBOX_STRICT", 0), strict_text, NULL, NULL) == 0)
-		strict = scratch.strict;
-	errors = tb_env_load(&tb_cfg, get_env, NULL, report, &strict);
-	errors += tb_env_check_unknown(environ, report, &strict);
-	errors += tb_configure(&tb_cfg, strict || tb_cfg.strict, &file_strict);
-	if (errors > 0 && (strict || tb_cfg.strict || file_strict))
+	if (!tb_configure())
 		_exit(2);
 	if (tb_configure_learning())
 		register_fork_handlers(); /* the resolver hooks learn even when nothing is governed */

@@ -15,6 +15,7 @@
 
 #include "budget.h"
 #include "clock.h"
+#include "configure.h"
 #include "init.h"
 #include "log.h"
 #include "real.h"
