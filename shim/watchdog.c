@@ -196,7 +196,7 @@ static enum verdict next_look(struct tb_sock *s, int64_t now, int64_t *at)
 
 /* Takes s out of the heap. Returns true when a wait may have begun meanwhile without
  * queueing s (it read wd_filed_at before we cleared it): s must be looked at once more.
- * Pairs with tb_sock_wait_begin (waiters then wd_filed_at; here the reverse, seq_cst). */
+ * Pairs with tb_sock_wait_record (waiters then wd_filed_at; here the reverse, seq_cst). */
 static bool unfile(struct tb_sock *s)
 {
 	uint32_t w;
