@@ -27,7 +27,6 @@
 #include "futex.h"
 #include "gate.h"
 #include "gate_file.h"
-#include "gates.h"
 #include "log.h"
 #include "real.h"
 
@@ -299,6 +298,21 @@ static void leave_seat(struct tb_shared_gate *g, int fd)
 	tb_real.fcntl(fd, F_OFD_SETLK, &fl);
 }
 
+int tb_gate_timed_out(const struct tb_dest *d, int fd, const struct tb_settings *set,
+		      enum tb_phase phase, int64_t begin, int64_t call_start,
+		      int64_t call_deadline)
+{
+	int64_t now = tb_now();
+
+	if (phase == TB_PHASE_DEADLINE)
+		tb_log_timeout(TB_PHASE_DEADLINE, d, fd, now - call_start,
+			       call_deadline - call_start, 0);
+	else
+		tb_log_timeout(TB_PHASE_GATE, d, fd, now - begin, set->acquire_ns, 0);
+	errno = ETIMEDOUT;
+	return -1;
+}
+
 int tb_shared_gate_acquire(struct tb_shared_gate *g, const struct tb_settings *set,
 			   bool nonblock, int fd, int64_t call_start, int64_t call_deadline,
 			   enum tb_phase *phase, int *slot_fd)
@@ -350,8 +364,8 @@ int tb_shared_gate_acquire(struct tb_shared_gate *g, const struct tb_settings *s
 			atomic_fetch_add(&page->timed_out, 1);
 			tb_gate_file_close(lfd);
 			*phase = bound.phase;
-			return tb_gates_timed_out(&g->dest, fd, set, bound.phase, begin, call_start,
-						  call_deadline);
+			return tb_gate_timed_out(&g->dest, fd, set, bound.phase, begin, call_start,
+						 call_deadline);
 		}
 		/* Wake on a release here, or look again soon: a holder that died releases its
 		 * slot without bumping anything. */

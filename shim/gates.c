@@ -129,24 +129,9 @@ int tb_gates_acquire(struct tb_gate *g, const struct tb_settings *set, bool nonb
 		}
 		atomic_fetch_add_explicit(&g->timed_out, 1, memory_order_relaxed);
 		*phase = bound.phase;
-		return tb_gates_timed_out(&g->dest, fd, set, bound.phase, begin, call_start,
-					  call_deadline);
+		return tb_gate_timed_out(&g->dest, fd, set, bound.phase, begin, call_start,
+					 call_deadline);
 	}
-}
-
-int tb_gates_timed_out(const struct tb_dest *d, int fd, const struct tb_settings *set,
-		       enum tb_phase phase, int64_t begin, int64_t call_start,
-		       int64_t call_deadline)
-{
-	int64_t now = tb_now();
-
-	if (phase == TB_PHASE_DEADLINE)
-		tb_log_timeout(TB_PHASE_DEADLINE, d, fd, now - call_start,
-			       call_deadline - call_start, 0);
-	else
-		tb_log_timeout(TB_PHASE_GATE, d, fd, now - begin, set->acquire_ns, 0);
-	errno = ETIMEDOUT;
-	return -1;
 }
 
 void tb_gates_release(struct tb_gate *g, int slot_fd)
