@@ -17,6 +17,7 @@
 #include "sock.h"
 #include "waits.h"
 #include "stale.h"
+#include "thread.h"
 #include "watchdog.h"
 #include "xfer.h"
 

@@ -3,8 +3,6 @@
 #ifndef TB_INIT_H
 #define TB_INIT_H
 
-#include "thread.h" /* tb_tid, tb_budget_here: included for the files that still reach them here */
-
 /* Starts timebox once (thread-safe, idempotent): the settings, then, when something is
  * governed, the tables; prints configuration errors. Runs from the constructor, and from a
  * hook that may run before it (a constructor's dlopen, getaddrinfo). */
