@@ -16,7 +16,6 @@
 #include "budget.h"
 #include "clock.h"
 #include "configure.h"
-#include "init.h"
 #include "log.h"
 #include "real.h"
 #include "thread.h"
