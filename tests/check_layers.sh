@@ -16,9 +16,10 @@
 #     once read each other's globals; sock <-> watchdog called each other);
 #   - an include that reaches another folder by a relative path ("../shim/sock.h");
 #   - an included .c file (tests may include one to reach static functions; the tree not).
-# With BUILD, the same cycle check runs on the link graph: module A -> B when an object of A
-# uses a symbol an object of B defines (nm), which catches a call declared by hand (an
-# extern prototype in a .c file) that no include shows. There a .c file without a header of
+# With BUILD, the same checks run on the link graph: module A -> B when an object of A uses
+# a symbol an object of B defines (nm), which catches a call declared by hand (an extern
+# prototype in a .c file) that no include shows; there, too, only a hooks file may use
+# what a hooks file defines. There a .c file without a header of
 # its own belongs to the module whose name prefixes its own (see owner()).
 set -eu
 
@@ -164,8 +165,18 @@ link_edges() {
 		mod=$dir/$(owner "$root/$dir" "$base")
 		nm -P -g --defined-only "$o" | awk -v m="$mod" '$2 != "U" { print "D", $1, m }'
 		nm -P -u "$o" | awk -v m="$mod" -v o="$dir/$base.o" '{ sub(/@.*/, "", $1); print "U", $1, m, o }'
-	done | awk '
-	$1 == "D" { def[$2] = $3; next }
+	done | awk -v map="$2/exports.map" '
+	BEGIN {
+		# The hooked names are the names of libc functions too: a use of one is a libc
+		# call (check_exports.sh sees that it goes through tb_real), not an arrow.
+		while ((getline line < map) > 0) {
+			gsub(/[{};:]/, " ", line)
+			k = split(line, w, " ")
+			for (i = 1; i <= k; i++)
+				hooked[w[i]] = 1
+		}
+	}
+	$1 == "D" { if (!($2 in hooked)) def[$2] = $3; next }
 	{ use[++n] = $0 }
 	END {
 		for (i = 1; i <= n; i++) {
@@ -188,7 +199,27 @@ check() {
 	fi
 	printf '%s\n' "$all" | awk 'NF == 3 && $1 != "BAD"' | find_cycles include || bad=1
 	if [ -n "${2:-}" ]; then
-		link_edges "$1" "$2" | find_cycles link || bad=1
+		links=$(link_edges "$1" "$2")
+		printf '%s\n' "$links" | awk 'NF == 3' | find_cycles link || bad=1
+		# The calls keep to the layers too: a folder uses only what its layer sees, and
+		# only a hooks file uses a symbol defined in a hooks file (the runtime never
+		# calls up into a hook).
+		up=$(printf '%s\n' "$links" | while read -r from to where; do
+			[ -n "$to" ] || continue
+			case " $(allowed "${from%%/*}") " in
+			*" ${to%%/*} "*) ;;
+			*) echo "check_layers: $where: ${from%%/*} uses ${to%%/*}/ ($from -> $to)" ;;
+			esac
+			case $from/$to in
+			shim/hooks_*/shim/hooks_*) ;;
+			*/shim/hooks_*) echo "check_layers: $where: the runtime calls up into a hook" \
+					     "file ($from -> $to)" ;;
+			esac
+		done)
+		if [ -n "$up" ]; then
+			printf '%s\n' "$up" >&2
+			bad=1
+		fi
 	fi
 	return $bad
 }
@@ -264,6 +295,22 @@ self_test() {
 	fi
 	caught="$caught
   tb_a() declared by hand in shim/b.c: $(head -n 1 "$tmp/out")"
+	# The runtime calling up into a hook file, without a cycle.
+	printf 'int tb_h(int x);\nint tb_h(int x) { return x; }\n' >"$mini/shim/hooks_x.c"
+	printf 'int tb_h(int x);\nint tb_c(int x);\nint tb_c(int x) { return tb_h(x); }\n' \
+		>"$mini/shim/c.c"
+	printf 'int tb_b(int x);\nint tb_b(int x) { return x; }\n' >"$mini/shim/b.c"
+	for m in b hooks_x c; do
+		${CC:-cc} -c -o "$mini/build/obj/shim/$m.o" "$mini/shim/$m.c"
+	done
+	if check "$mini" "$mini/build" 2>"$tmp/out" ||
+	   ! grep -q -F 'calls up into a hook file (shim/c -> shim/hooks_x)' "$tmp/out"; then
+		echo "check_layers --self-test: a call up into a hooks file was not reported:" >&2
+		cat "$tmp/out" >&2
+		exit 1
+	fi
+	caught="$caught
+  shim/c.c calling tb_h() of shim/hooks_x.c: $(head -n 1 "$tmp/out")"
 	echo "check_layers --self-test: caught:$caught"
 }
 
