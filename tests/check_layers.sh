@@ -236,6 +236,18 @@ graph() {
 	done
 }
 
+# For the self-test: the check of tree $1 (with the objects of $2, if not empty) must fail
+# and say $3; $4 names what was planted, for the report.
+expect_caught() {
+	if check "$1" "$2" 2>"$tmp/out" || ! grep -q -F "$3" "$tmp/out"; then
+		echo "check_layers --self-test: $4 was not reported as '$3':" >&2
+		cat "$tmp/out" >&2
+		exit 1
+	fi
+	caught="$caught
+  $4: $(head -n 1 "$tmp/out")"
+}
+
 self_test() {
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
@@ -260,14 +272,7 @@ self_test() {
 		file=${plant%%|*}; rest=${plant#*|}; line=${rest%%|*}; want=${rest#*|}
 		cp "$file" "$tmp/$file.orig"
 		printf '%s\n' "$line" >>"$tmp/$file"
-		if check "$tmp" 2>"$tmp/out" || ! grep -q -F "$want" "$tmp/out"; then
-			echo "check_layers --self-test: '$line' in $file was not reported as" \
-			     "'$want':" >&2
-			cat "$tmp/out" >&2
-			exit 1
-		fi
-		caught="$caught
-  $line in $file: $(head -n 1 "$tmp/out")"
+		expect_caught "$tmp" "" "$want" "$line in $file"
 		mv "$tmp/$file.orig" "$tmp/$file"
 	done
 	# A call declared by hand: no include shows it, the link graph does.
@@ -287,14 +292,7 @@ self_test() {
 		cat "$tmp/out" >&2
 		exit 1
 	fi
-	if check "$mini" "$mini/build" 2>"$tmp/out" ||
-	   ! grep -q -F 'link cycle: shim/a' "$tmp/out"; then
-		echo "check_layers --self-test: a hand-declared call back was not reported:" >&2
-		cat "$tmp/out" >&2
-		exit 1
-	fi
-	caught="$caught
-  tb_a() declared by hand in shim/b.c: $(head -n 1 "$tmp/out")"
+	expect_caught "$mini" "$mini/build" 'link cycle: shim/a' "tb_a() declared by hand in shim/b.c"
 	# The runtime calling up into a hook file, without a cycle.
 	printf 'int tb_h(int x);\nint tb_h(int x) { return x; }\n' >"$mini/shim/hooks_x.c"
 	printf 'int tb_h(int x);\nint tb_c(int x);\nint tb_c(int x) { return tb_h(x); }\n' \
@@ -303,21 +301,15 @@ self_test() {
 	for m in b hooks_x c; do
 		${CC:-cc} -c -o "$mini/build/obj/shim/$m.o" "$mini/shim/$m.c"
 	done
-	if check "$mini" "$mini/build" 2>"$tmp/out" ||
-	   ! grep -q -F 'calls up into a hook file (shim/c -> shim/hooks_x)' "$tmp/out"; then
-		echo "check_layers --self-test: a call up into a hooks file was not reported:" >&2
-		cat "$tmp/out" >&2
-		exit 1
-	fi
-	caught="$caught
-  shim/c.c calling tb_h() of shim/hooks_x.c: $(head -n 1 "$tmp/out")"
+	expect_caught "$mini" "$mini/build" 'calls up into a hook file (shim/c -> shim/hooks_x)' \
+		"shim/c.c calling tb_h() of shim/hooks_x.c"
 	echo "check_layers --self-test: caught:$caught"
 }
 
 case "${1:-}" in
 --self-test) self_test ;;
 --graph) graph "${2:-.}" ;;
--*) echo "usage: $0 [ROOT] | --graph [ROOT] | --self-test" >&2; exit 2 ;;
+-*) echo "usage: $0 [ROOT [BUILD]] | --graph [ROOT] | --self-test" >&2; exit 2 ;;
 *) check "${1:-.}" "${2:-}" &&
    echo "check_layers: no ${2:+include or link }cycle; every arrow points down" ;;
 esac
