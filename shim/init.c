@@ -60,6 +60,21 @@ static void at_exit(void)
 	tb_gates_summary();
 }
 
+/* Our own fds live at TB_INTERNAL_FD_MIN and above (the log file, shared-gate slot locks).
+ * Growing the kernel's fd table once the program has threads costs an RCU grace period
+ * (~10 ms) inside a connect: grow it now, while the process is still single-threaded, by
+ * one dup there and back. It costs the process a few KB. */
+static void grow_kernel_fd_table(void)
+{
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC), high;
+
+	high = fd >= 0 ? tb_real.fcntl(fd, F_DUPFD_CLOEXEC, TB_INTERNAL_FD_MIN) : -1;
+	if (high >= 0)
+		tb_real.close(high);
+	if (fd >= 0)
+		tb_real.close(fd);
+}
+
 static void init_once_fn(void)
 {
 	tb_real_bind();
@@ -79,19 +94,7 @@ static void init_once_fn(void)
 		return;
 	}
 	tb_log_open(&tb_cfg);
-	{
-		/* Our own fds live at TB_INTERNAL_FD_MIN and above (and a rule may ask for a shared
-		 * gate). Growing the kernel's fd table once the program has threads costs an RCU
-		 * grace period (~10 ms) inside a connect: grow it now, while the process is still
-		 * single-threaded. It costs the process a few KB. */
-		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC), high;
-
-		high = fd >= 0 ? tb_real.fcntl(fd, F_DUPFD_CLOEXEC, TB_INTERNAL_FD_MIN) : -1;
-		if (high >= 0)
-			tb_real.close(high);
-		if (fd >= 0)
-			tb_real.close(fd);
-	}
+	grow_kernel_fd_table();
 	tb_budget_open_process(&tb_proc_budget, &tb_cfg, tb_now());
 	/* Only a governing process records its id: elsewhere nothing is tracked, and
 	 * tb_foreign_process() answers without a system call. */
