@@ -19,8 +19,8 @@
 #include "real.h"
 #include "rules.h"
 
-struct tb_settings tb_cfg;
-const struct tb_config *tb_conf;
+struct tb_settings tb_default_settings;
+const struct tb_config *tb_file_config;
 atomic_bool tb_governing;
 
 extern char **environ;
@@ -166,7 +166,7 @@ static int configure_file(struct tb_settings *cfg, bool strict, bool *strict_out
 		tb_log_config_more(path, p->count - MAX_REPORTED);
 	free(p);
 	*cfg = c->defaults.set;
-	tb_conf = c; /* never freed: sockets keep pointers to its settings */
+	tb_file_config = c; /* never freed: sockets keep pointers to its settings */
 	return errors;
 }
 
@@ -189,20 +189,21 @@ bool tb_configure(void)
 	if (strict_text != NULL &&
 	    tb_env_apply(&scratch, tb_env_find("TIMEBOX_STRICT", 0), strict_text, NULL, NULL) == 0)
 		strict = scratch.strict;
-	errors = tb_env_load(&tb_cfg, tb_env_getenv, NULL, report_env, &strict);
+	errors = tb_env_load(&tb_default_settings, tb_env_getenv, NULL, report_env, &strict);
 	errors += tb_env_check_unknown(environ, report_env, &strict);
-	errors += configure_file(&tb_cfg, strict || tb_cfg.strict, &file_strict);
-	return errors == 0 || !(strict || tb_cfg.strict || file_strict);
+	errors += configure_file(&tb_default_settings, strict || tb_default_settings.strict,
+				 &file_strict);
+	return errors == 0 || !(strict || tb_default_settings.strict || file_strict);
 }
 
 bool tb_configure_any_limit(void)
 {
-	return tb_conf != NULL && tb_config_any_limit(tb_conf);
+	return tb_file_config != NULL && tb_config_any_limit(tb_file_config);
 }
 
 bool tb_configure_learning(void)
 {
-	return tb_conf != NULL && tb_conf->has_host_rules;
+	return tb_file_config != NULL && tb_file_config->has_host_rules;
 }
 
 /* Takes names_lock with every signal blocked, saving the caller's mask in *old. Two
@@ -303,21 +304,21 @@ const struct tb_settings *tb_configure_governing(const struct sockaddr *sa, sock
 	const char *ptrs[TB_NAMES_PER_ADDR];
 	struct tb_target t = { NULL, NULL, ptrs, 0 };
 
-	if (tb_conf == NULL)
-		return tb_dest_from_sockaddr(d, sa, len) == 0 ? &tb_cfg : NULL;
+	if (tb_file_config == NULL)
+		return tb_dest_from_sockaddr(d, sa, len) == 0 ? &tb_default_settings : NULL;
 	if (sa != NULL && len >= (socklen_t)sizeof(sa_family_t) && sa->sa_family == AF_UNIX) {
-		if (!tb_conf->has_unix_rules || unix_path(sa, len, path, sizeof(path)) < 0)
+		if (!tb_file_config->has_unix_rules || unix_path(sa, len, path, sizeof(path)) < 0)
 			return NULL;
 		memset(d, 0, sizeof(*d));
 		d->family = AF_UNIX;
 		hash_path(path, d->addr);
 		t.unix_path = path;
-		return tb_config_governing(tb_conf, &t);
+		return tb_config_governing(tb_file_config, &t);
 	}
 	if (tb_dest_from_sockaddr(d, sa, len) < 0)
 		return NULL;
 	t.dest = d;
-	if (tb_conf->has_host_rules) {
+	if (tb_file_config->has_host_rules) {
 		sigset_t old;
 
 		names_enter(&old);
@@ -326,5 +327,5 @@ const struct tb_settings *tb_configure_governing(const struct sockaddr *sa, sock
 		for (size_t i = 0; i < t.nnames; i++)
 			ptrs[i] = found[i];
 	}
-	return tb_config_governing(tb_conf, &t);
+	return tb_config_governing(tb_file_config, &t);
 }

@@ -86,21 +86,21 @@ static void init_once_fn(void)
 		_exit(2);
 	if (tb_configure_learning())
 		register_fork_handlers(); /* the resolver hooks learn even when nothing is governed */
-	if (!tb_settings_any_limit(&tb_cfg) && !tb_configure_any_limit())
+	if (!tb_settings_any_limit(&tb_default_settings) && !tb_configure_any_limit())
 		return;
 	if (tb_fdtable_init() < 0) {
 		tb_log_error("event=error what=fd_table error=\"cannot map the fd table; "
 			     "timebox is inactive\"");
 		return;
 	}
-	tb_log_open(&tb_cfg);
+	tb_log_open(&tb_default_settings);
 	grow_kernel_fd_table();
-	tb_budget_open_process(&tb_proc_budget, &tb_cfg, tb_now());
+	tb_budget_open_process(&tb_proc_budget, &tb_default_settings, tb_now());
 	/* Only a governing process records its id: elsewhere nothing is tracked, and
 	 * tb_foreign_process() answers without a system call. */
-	tb_thread_setup(tb_cfg.scope);
+	tb_thread_setup(tb_default_settings.scope);
 	register_fork_handlers();
-	if (tb_cfg.log_level == TB_LOG_LEVEL_INFO)
+	if (tb_default_settings.log_level == TB_LOG_LEVEL_INFO)
 		atexit(at_exit);
 	atomic_store(&tb_governing, true);
 }
