@@ -1,6 +1,7 @@
 # timebox - one Makefile for the library, the launcher, the tests, the demo and the bench.
 #   make                      build/lib/libtimebox.so and build/bin/timebox
-#   make test                 unit tests (cmocka), the exports check, regress, stress-short, e2e
+#   make test                 unit tests (cmocka), the exports and layers checks, regress,
+#                             stress-short, end-to-end tests
 #   make stress               minutes of 200 threads against a fault server (tests/stress/)
 #   make demo                 the fault server against a legacy client, without and with timebox
 #   make bench [QUICK=1]      benchmarks against native and a HAProxy sidecar -> docs/benchmarks.md
@@ -54,7 +55,7 @@ BENCH_C   := $(wildcard tests/bench/*.c)
 BENCH_BINS := $(patsubst %.c,$(BUILD)/%,$(BENCH_C))
 
 .PHONY: all test unit regress e2e stress stress-short demo bench clean deps-check deps-test install uninstall \
-	check-exports
+	check-exports check-layers
 
 # Installed layout (make install PREFIX=/usr/local DESTDIR=/tmp/stage). The launcher finds
 # the library at ../lib/timebox/ from its own directory.
@@ -177,6 +178,13 @@ check-exports: $(LIB)
 	@tests/check_exports.sh --self-test
 	@tests/check_exports.sh $(BUILD)
 
+# Every arrow points down (hooks -> runtime -> policy, launcher -> policy): no cycle among
+# the modules' includes or among the objects' symbols, no folder including what its layer
+# may not see. The self-test first shows the check catching a planted cycle of each kind.
+check-layers: $(LIB) $(LAUNCHER)
+	@tests/check_layers.sh --self-test
+	@tests/check_layers.sh . $(BUILD)
+
 regress: all $(REGRESS_BINS)
 	@TB_SANITIZE=$(SANITIZE) tests/regress/run.sh $(BUILD) $(REGRESS_FILTER)
 
@@ -194,6 +202,7 @@ e2e: all $(E2E_BINS) $(BUILD)/tests/e2e/clients/blockcli_fortify $(BENCH_BINS)
 test: deps-test
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory check-exports
+	@$(MAKE) --no-print-directory check-layers
 	@$(MAKE) --no-print-directory regress
 	@$(MAKE) --no-print-directory stress-short
 	@$(MAKE) --no-print-directory e2e

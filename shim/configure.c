@@ -1,5 +1,5 @@
-/* configure.c - start-up reading of the configuration file and the per-connect rule lookup.
- * Not on the data path: it runs once per process and once per connect. */
+/* configure.c - start-up reading of the environment and the configuration file, and the
+ * per-connect rule lookup. Not on the data path: it runs once per process and per connect. */
 #include "configure.h"
 
 #include <errno.h>
@@ -13,13 +13,17 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
-#include "init.h"
+#include "env.h"
 #include "log.h"
 #include "names.h"
 #include "real.h"
 #include "rules.h"
 
-const struct tb_config *tb_conf;
+struct tb_settings tb_default_settings;
+const struct tb_config *tb_file_config;
+atomic_bool tb_governing;
+
+extern char **environ;
 
 /* The learned names. A mutex is fine here: lookups happen in getaddrinfo and connect, which
  * are system calls' worth of work anyway, never in read/write. Two rules keep it from ever
@@ -67,12 +71,6 @@ static void keep(void *ctx, const struct tb_config_error *e)
 		p->e[p->count].effect = e->effect;
 	}
 	p->count++;
-}
-
-static const char *get_env(const char *name, void *ctx)
-{
-	(void)ctx;
-	return getenv(name);
 }
 
 /*
@@ -130,7 +128,13 @@ out:
 	return c;
 }
 
-int tb_configure(struct tb_settings *cfg, bool strict, bool *strict_out)
+/*
+ * Reads TIMEBOX_CONFIG, if set, over the environment's settings: *cfg becomes the resolved
+ * defaults. Prints one line per problem, saying what is done about it (or that the process
+ * refuses to run when `strict`, or when the file's defaults say strict). Returns the number
+ * of problems; sets *strict_out when the file asks for strictness.
+ */
+static int configure_file(struct tb_settings *cfg, bool strict, bool *strict_out)
 {
 	const char *path = getenv("TIMEBOX_CONFIG");
 	struct tb_overrides ov;
@@ -144,7 +148,7 @@ int tb_configure(struct tb_settings *cfg, bool strict, bool *strict_out)
 	p = calloc(1, sizeof(*p));
 	memset(&ov, 0, sizeof(ov));
 	/* Launcher options reach us as variables: for the library both are "the environment". */
-	tb_overrides_from(&ov, get_env, NULL, TB_ORIGIN_ENV);
+	tb_overrides_from(&ov, tb_env_getenv, NULL, TB_ORIGIN_ENV);
 	c = read_config(path, &ov, p, &errors);
 	if (c == NULL) {
 		tb_log_config_file_error(path, 0, NULL, NULL, "out of memory reading the file",
@@ -162,18 +166,44 @@ int tb_configure(struct tb_settings *cfg, bool strict, bool *strict_out)
 		tb_log_config_more(path, p->count - MAX_REPORTED);
 	free(p);
 	*cfg = c->defaults.set;
-	tb_conf = c; /* never freed: sockets keep pointers to its settings */
+	tb_file_config = c; /* never freed: sockets keep pointers to its settings */
 	return errors;
+}
+
+static void report_env(void *ctx, const char *name, const char *value, const char *why)
+{
+	const bool *strict = ctx;
+
+	tb_log_config_error(name, value, why, *strict ? TB_EFFECT_REFUSE : "setting ignored");
+}
+
+bool tb_configure(void)
+{
+	const char *strict_text = getenv("TIMEBOX_STRICT");
+	struct tb_settings scratch;
+	bool strict = false, file_strict;
+	int errors;
+
+	/* Strictness first: it decides what the other errors say they do. */
+	tb_settings_init(&scratch);
+	if (strict_text != NULL &&
+	    tb_env_apply(&scratch, tb_env_find("TIMEBOX_STRICT", 0), strict_text, NULL, NULL) == 0)
+		strict = scratch.strict;
+	errors = tb_env_load(&tb_default_settings, tb_env_getenv, NULL, report_env, &strict);
+	errors += tb_env_check_unknown(environ, report_env, &strict);
+	errors += configure_file(&tb_default_settings, strict || tb_default_settings.strict,
+				 &file_strict);
+	return errors == 0 || !(strict || tb_default_settings.strict || file_strict);
 }
 
 bool tb_configure_any_limit(void)
 {
-	return tb_conf != NULL && tb_config_any_limit(tb_conf);
+	return tb_file_config != NULL && tb_config_any_limit(tb_file_config);
 }
 
 bool tb_configure_learning(void)
 {
-	return tb_conf != NULL && tb_conf->has_host_rules;
+	return tb_file_config != NULL && tb_file_config->has_host_rules;
 }
 
 /* Takes names_lock with every signal blocked, saving the caller's mask in *old. Two
@@ -290,21 +320,21 @@ const struct tb_settings *tb_configure_governing(const struct sockaddr *sa, sock
 	const char *ptrs[TB_NAMES_PER_ADDR];
 	struct tb_target t = { NULL, NULL, ptrs, 0 };
 
-	if (tb_conf == NULL)
-		return tb_dest_from_sockaddr(d, sa, len) == 0 ? &tb_cfg : NULL;
+	if (tb_file_config == NULL)
+		return tb_dest_from_sockaddr(d, sa, len) == 0 ? &tb_default_settings : NULL;
 	if (sa != NULL && len >= (socklen_t)sizeof(sa_family_t) && sa->sa_family == AF_UNIX) {
-		if (!tb_conf->has_unix_rules || unix_path(sa, len, path, sizeof(path)) < 0)
+		if (!tb_file_config->has_unix_rules || unix_path(sa, len, path, sizeof(path)) < 0)
 			return NULL;
 		memset(d, 0, sizeof(*d));
 		d->family = AF_UNIX;
 		hash_path(path, d->addr);
 		t.unix_path = path;
-		return tb_config_governing(tb_conf, &t);
+		return tb_config_governing(tb_file_config, &t);
 	}
 	if (tb_dest_from_sockaddr(d, sa, len) < 0)
 		return NULL;
 	t.dest = d;
-	if (tb_conf->has_host_rules) {
+	if (tb_file_config->has_host_rules) {
 		sigset_t old;
 
 		names_enter(&old);
@@ -313,5 +343,5 @@ const struct tb_settings *tb_configure_governing(const struct sockaddr *sa, sock
 		for (size_t i = 0; i < t.nnames; i++)
 			ptrs[i] = found[i];
 	}
-	return tb_config_governing(tb_conf, &t);
+	return tb_config_governing(tb_file_config, &t);
 }

@@ -1,8 +1,9 @@
-/* configure.h - the library's side of the configuration file: loading it at start-up, the
- * rule that governs a connect, and the hostnames the program's lookups taught us. */
+/* configure.h - the settings in force: the TIMEBOX_* variables and the configuration file,
+ * read once at start-up; the rule that governs a connect; the hostnames lookups taught us. */
 #ifndef TB_CONFIGURE_H
 #define TB_CONFIGURE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/socket.h>
 
@@ -10,24 +11,36 @@
 #include "dest.h"
 #include "settings.h"
 
-/* The file's rule table (immutable after start-up), or NULL without TIMEBOX_CONFIG. */
-extern const struct tb_config *tb_conf;
+/* The default settings: those of every connect no rule of the file matches, and the
+ * process-wide ones (scope, log, strict). From TIMEBOX_* alone, or the file's defaults
+ * under TIMEBOX_* overrides when there is a file. Written by tb_configure only, immutable
+ * after it. */
+extern struct tb_settings tb_default_settings;
+
+/* The configuration file, loaded: its defaults and rules (immutable after start-up), or
+ * NULL without TIMEBOX_CONFIG. */
+extern const struct tb_config *tb_file_config;
+
+/* Some limit is set: connect() starts tracking. Stored true by init.c once the fd table,
+ * the log and the process budget are ready; never cleared. */
+extern atomic_bool tb_governing;
 
 /*
- * Reads TIMEBOX_CONFIG, if set, over the environment's settings: *cfg becomes the resolved
- * defaults. Prints one line per problem on stderr, saying what is done about it (or that the
- * process refuses to run when `strict`, or when the file's defaults say strict). Returns the
- * number of problems; sets *strict_out when the file asks for strictness.
+ * Reads the TIMEBOX_* variables into tb_default_settings, then TIMEBOX_CONFIG, if set,
+ * into tb_file_config (tb_default_settings becomes the file's resolved defaults). Prints
+ * one line per problem on stderr, saying what is done about it. Returns false when the process must refuse to run:
+ * some problem under strictness (TIMEBOX_STRICT, or `strict` in the file's defaults).
+ * Called once, by init.c, before any thread of ours exists.
  */
-int tb_configure(struct tb_settings *cfg, bool strict, bool *strict_out);
+bool tb_configure(void);
 
 /* True when the file sets a limit for some destination (the defaults or any rule). */
 bool tb_configure_any_limit(void);
 
 /*
  * The settings that govern a connect to sa, filling *d; NULL when the socket is left alone.
- * Without a file that is tb_cfg for every AF_INET/AF_INET6 address. AF_UNIX addresses are
- * governed only by a unix: rule; their *d carries a hash of the path.
+ * Without a file that is tb_default_settings for every AF_INET/AF_INET6 address. AF_UNIX
+ * addresses are governed only by a unix: rule; their *d carries a hash of the path.
  */
 const struct tb_settings *tb_configure_governing(const struct sockaddr *sa, socklen_t len,
 						 struct tb_dest *d);

@@ -3,8 +3,12 @@
  * fd numbers a governed socket actually used, so a 1M-entry table costs a few KB. */
 #include "fdtable.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+
+#include "real.h"
 
 #define FD_CAP_MAX (1 << 20)
 
@@ -116,4 +120,17 @@ bool tb_fd_is_internal(int fd)
 	return internal_ok(fd) &&
 	       (atomic_load_explicit(&internal_bits[fd / BITS], memory_order_relaxed) >>
 		(fd % BITS)) & 1;
+}
+
+int tb_fd_move_internal(int fd)
+{
+	int saved = errno, high = tb_real.fcntl(fd, F_DUPFD_CLOEXEC, TB_INTERNAL_FD_MIN);
+
+	if (high >= 0) {
+		tb_real.close(fd);
+		fd = high;
+	}
+	tb_fd_mark_internal(fd);
+	errno = saved;
+	return fd;
 }

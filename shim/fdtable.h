@@ -46,4 +46,12 @@ void tb_fd_mark_internal(int fd);
 void tb_fd_unmark_internal(int fd);
 bool tb_fd_is_internal(int fd);
 
+/*
+ * Takes one of timebox's own new fds out of the program's way: moves it to a number >=
+ * TB_INTERNAL_FD_MIN (close-on-exec; shim/real.h says why there), closing the original,
+ * and marks the result internal. When no such number is free the fd stays where it is,
+ * marked all the same. Returns the fd to use from now on. errno is preserved.
+ */
+int tb_fd_move_internal(int fd);
+
 #endif

@@ -23,7 +23,6 @@
 #include "fdtable.h"
 #include "real.h"
 
-#define HIGH_FD 512      /* keep our fds out of the program's low numbers */
 #define LOCK_TRIES 200   /* x 0.5 ms: how long a use lock may wait for a remover */
 
 static pthread_mutex_t dir_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -35,19 +34,6 @@ static int lock_byte(int fd, short type, off_t at)
 	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = at, .l_len = 1 };
 
 	return tb_real.fcntl(fd, F_OFD_SETLK, &fl);
-}
-
-/* Moves fd above the program's low numbers and shields it from the program's close. */
-static int keep_fd(int fd)
-{
-	int high = tb_real.fcntl(fd, F_DUPFD_CLOEXEC, HIGH_FD);
-
-	if (high >= 0) {
-		tb_real.close(fd);
-		fd = high;
-	}
-	tb_fd_mark_internal(fd);
-	return fd;
 }
 
 void tb_gate_file_close(int fd)
@@ -105,7 +91,7 @@ static int open_dir(char *why, size_t whylen)
 		errno = EPERM;
 		return -1;
 	}
-	return keep_fd(fd);
+	return tb_fd_move_internal(fd);
 }
 
 /* The directory's fd, opened on first use; again == true after it was found removed. A
@@ -146,7 +132,7 @@ int tb_gate_file_open(const char *name, struct stat *st, char *why, size_t whyle
 		snprintf(why, whylen, "cannot open: %s", strerror(errno));
 		return -1;
 	}
-	fd = keep_fd(fd);
+	fd = tb_fd_move_internal(fd);
 	if (fstat(fd, st) < 0) {
 		snprintf(why, whylen, "cannot stat: %s", strerror(errno));
 		tb_gate_file_close(fd);
@@ -250,7 +236,7 @@ int tb_gate_file_reopen(int use_fd)
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	fd = keep_fd(fd);
+	fd = tb_fd_move_internal(fd);
 	if (lock_byte(fd, F_RDLCK, TB_GATE_USE_BYTE) < 0) {
 		tb_gate_file_close(fd);
 		return -1;

@@ -14,7 +14,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -22,13 +21,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "clock.h"
+#include "futex.h"
 #include "gate.h"
 #include "gate_file.h"
-#include "gates.h"
 #include "log.h"
 #include "real.h"
 
@@ -300,16 +298,19 @@ static void leave_seat(struct tb_shared_gate *g, int fd)
 	tb_real.fcntl(fd, F_OFD_SETLK, &fl);
 }
 
-/* Waits until the word changes from val, a wake, or `at`. Returns 0, or EINTR when a
- * signal handler ran (the caller gives up as a blocking connect would). */
-static int futex_wait_shared(atomic_uint *word, unsigned val, int64_t at)
+int tb_gate_timed_out(const struct tb_dest *d, int fd, const struct tb_settings *set,
+		      enum tb_phase phase, int64_t begin, int64_t call_start,
+		      int64_t call_deadline)
 {
-	struct timespec ts = { at / TB_NS_PER_S, at % TB_NS_PER_S };
+	int64_t now = tb_now();
 
-	if (syscall(SYS_futex, word, FUTEX_WAIT_BITSET, val, &ts, NULL,
-		    FUTEX_BITSET_MATCH_ANY) < 0 && errno == EINTR)
-		return EINTR;
-	return 0;
+	if (phase == TB_PHASE_DEADLINE)
+		tb_log_timeout(TB_PHASE_DEADLINE, d, fd, now - call_start,
+			       call_deadline - call_start, 0);
+	else
+		tb_log_timeout(TB_PHASE_GATE, d, fd, now - begin, set->acquire_ns, 0);
+	errno = ETIMEDOUT;
+	return -1;
 }
 
 int tb_shared_gate_acquire(struct tb_shared_gate *g, const struct tb_settings *set,
@@ -363,13 +364,13 @@ int tb_shared_gate_acquire(struct tb_shared_gate *g, const struct tb_settings *s
 			atomic_fetch_add(&page->timed_out, 1);
 			tb_gate_file_close(lfd);
 			*phase = bound.phase;
-			return tb_gates_timed_out(&g->dest, fd, set, bound.phase, begin, call_start,
-						  call_deadline);
+			return tb_gate_timed_out(&g->dest, fd, set, bound.phase, begin, call_start,
+						 call_deadline);
 		}
 		/* Wake on a release here, or look again soon: a holder that died releases its
 		 * slot without bumping anything. */
 		until = now + POLL_NS < bound.at ? now + POLL_NS : bound.at;
-		if (futex_wait_shared(&cur->seq, seq, until) == EINTR) {
+		if (tb_futex_wait_until(&cur->seq, seq, until, true) == EINTR) {
 			atomic_fetch_sub(&page->pending, 1);
 			tb_gate_file_close(lfd); /* drops the seat with the description */
 			errno = EINTR;
@@ -396,7 +397,7 @@ void tb_shared_gate_release(struct tb_shared_gate *g, int slot_fd)
 
 	tb_gate_file_close(slot_fd);
 	atomic_fetch_add(&page->seq, 1);
-	syscall(SYS_futex, &page->seq, FUTEX_WAKE, 1, NULL, NULL, 0);
+	tb_futex_wake_one(&page->seq, true);
 }
 
 void tb_shared_gate_counts(struct tb_shared_gate *g, long *leased, long *pending)

@@ -29,6 +29,14 @@ int tb_shared_gate_acquire(struct tb_shared_gate *g, const struct tb_settings *s
 			   bool nonblock, int fd, int64_t call_start, int64_t call_deadline,
 			   enum tb_phase *phase, int *slot_fd);
 
+/* The end of a gate wait that ran out, for both kinds of gate: logs event=timeout (phase
+ * gate, or deadline when the call's deadline was the nearer bound, with the elapsed time
+ * counted from the matching start) and returns -1 with errno ETIMEDOUT. It lives here, below
+ * the table of gates (gates.c), so that the two files depend one way only. */
+int tb_gate_timed_out(const struct tb_dest *d, int fd, const struct tb_settings *set,
+		      enum tb_phase phase, int64_t begin, int64_t call_start,
+		      int64_t call_deadline);
+
 /* Gives back the slot held through slot_fd (closes it) and wakes a waiter. */
 void tb_shared_gate_release(struct tb_shared_gate *g, int slot_fd);
 

@@ -5,14 +5,13 @@
 #include "gates.h"
 
 #include <errno.h>
-#include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "clock.h"
+#include "futex.h"
 #include "gate_shared.h"
 #include "log.h"
 
@@ -79,23 +78,6 @@ out:
 	return g;
 }
 
-/* Waits while *word == 0, until `at` (absolute CLOCK_MONOTONIC, TB_NEVER: no bound).
- * Returns 0 when woken or the word changed, or the errno of the wait (ETIMEDOUT, EINTR). */
-static int futex_wait(atomic_uint *word, int64_t at)
-{
-	struct timespec ts, *tsp = NULL;
-
-	if (at != TB_NEVER) {
-		ts.tv_sec = at / TB_NS_PER_S;
-		ts.tv_nsec = at % TB_NS_PER_S;
-		tsp = &ts;
-	}
-	if (syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, 0, tsp, NULL,
-		    FUTEX_BITSET_MATCH_ANY) == 0)
-		return 0;
-	return errno == EAGAIN ? 0 : errno;
-}
-
 int tb_gates_acquire(struct tb_gate *g, const struct tb_settings *set, bool nonblock, int fd,
 		     int64_t call_start, int64_t call_deadline, enum tb_phase *phase,
 		     int *slot_fd)
@@ -132,7 +114,7 @@ int tb_gates_acquire(struct tb_gate *g, const struct tb_settings *set, bool nonb
 	for (;;) {
 		if (atomic_load(&w.granted))
 			return 0;
-		err = futex_wait(&w.granted, bound.at);
+		err = tb_futex_wait_until(&w.granted, 0, bound.at, false);
 		if (atomic_load(&w.granted))
 			return 0;
 		if (err == ETIMEDOUT && tb_now() < bound.at)
@@ -147,24 +129,9 @@ int tb_gates_acquire(struct tb_gate *g, const struct tb_settings *set, bool nonb
 		}
 		atomic_fetch_add_explicit(&g->timed_out, 1, memory_order_relaxed);
 		*phase = bound.phase;
-		return tb_gates_timed_out(&g->dest, fd, set, bound.phase, begin, call_start,
-					  call_deadline);
+		return tb_gate_timed_out(&g->dest, fd, set, bound.phase, begin, call_start,
+					 call_deadline);
 	}
-}
-
-int tb_gates_timed_out(const struct tb_dest *d, int fd, const struct tb_settings *set,
-		       enum tb_phase phase, int64_t begin, int64_t call_start,
-		       int64_t call_deadline)
-{
-	int64_t now = tb_now();
-
-	if (phase == TB_PHASE_DEADLINE)
-		tb_log_timeout(TB_PHASE_DEADLINE, d, fd, now - call_start,
-			       call_deadline - call_start, 0);
-	else
-		tb_log_timeout(TB_PHASE_GATE, d, fd, now - begin, set->acquire_ns, 0);
-	errno = ETIMEDOUT;
-	return -1;
 }
 
 void tb_gates_release(struct tb_gate *g, int slot_fd)
@@ -180,7 +147,7 @@ void tb_gates_release(struct tb_gate *g, int slot_fd)
 	/* The waiter may already have seen `granted` and returned, its stack reused: a wake
 	 * on that address is at worst a spurious wake-up, which every futex user tolerates. */
 	if (w != NULL)
-		syscall(SYS_futex, &w->granted, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+		tb_futex_wake_one(&w->granted, false);
 }
 
 void tb_gates_fork_child(void)

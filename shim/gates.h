@@ -31,13 +31,6 @@ int tb_gates_acquire(struct tb_gate *g, const struct tb_settings *set, bool nonb
 		     int64_t call_start, int64_t call_deadline, enum tb_phase *phase,
 		     int *slot_fd);
 
-/* The end of a wait that ran out: logs event=timeout (phase gate, or deadline when the
- * call's deadline was the nearer bound, with the elapsed time counted from the matching
- * start) and returns -1 with errno ETIMEDOUT. Shared by both kinds of gate. */
-int tb_gates_timed_out(const struct tb_dest *d, int fd, const struct tb_settings *set,
-		       enum tb_phase phase, int64_t begin, int64_t call_start,
-		       int64_t call_deadline);
-
 /* Gives a slot back, waking exactly the oldest waiter if there is one. slot_fd is what
  * tb_gates_acquire stored (-1 for a gate of this process alone). */
 void tb_gates_release(struct tb_gate *g, int slot_fd);

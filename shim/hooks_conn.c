@@ -17,6 +17,7 @@
 #include "sock.h"
 #include "waits.h"
 #include "stale.h"
+#include "thread.h"
 #include "watchdog.h"
 #include "xfer.h"
 #include "stats.h"
@@ -83,7 +84,7 @@ static int connect_marked(struct tb_sock *s, int fd, const struct sockaddr *sa, 
 	if (blocking) {
 		now = tb_now();
 		base = tb_waits_enter(sp);
-		e = tb_sock_wait_begin(s, TB_WR, fd, now);
+		e = tb_wd_wait_begin(s, TB_WR, fd, now);
 		if (e.at <= now) {
 			tb_sock_wait_end(s, TB_WR, now, false, gen);
 			tb_sock_expire(s, TB_ST_GEN(tb_sock_word(s)), TB_WR, e.phase, fd, true,

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <stdatomic.h>
 
+#include "configure.h"
 #include "hooks.h"
 #include "init.h"
 #include "real.h"

@@ -15,6 +15,7 @@
 #include "sock.h"
 #include "thread.h"
 #include "waits.h"
+#include "watchdog.h"
 #include "xfer.h"
 
 #ifndef EPOLLRDHUP
@@ -68,7 +69,7 @@ static void mark_side(struct epwait *ws, int k, enum tb_side side)
 		ws->base = tb_waits_enter(ws->sp);
 		ws->entered = true;
 	}
-	ex = tb_sock_wait_begin(s, side, ws->e[k].fd, ws->now);
+	ex = tb_wd_wait_begin(s, side, ws->e[k].fd, ws->now);
 	if (ex.at > ws->now) {
 		ws->e[k].marked[side] = true;
 		ws->e[k].rec[side] = (short)tb_waits_add(s, side, gen, ws->sp);

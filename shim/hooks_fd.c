@@ -88,7 +88,7 @@ static void evacuate(int fd)
 
 	if (!tb_fd_is_internal(fd))
 		return;
-	moved = tb_real.fcntl(fd, F_DUPFD_CLOEXEC, 512);
+	moved = tb_real.fcntl(fd, F_DUPFD_CLOEXEC, TB_INTERNAL_FD_MIN);
 	if (moved < 0)
 		return;
 	/* It is the log file or a shared-gate slot lock; the dup2 about to happen closes

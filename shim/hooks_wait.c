@@ -13,6 +13,7 @@
 #include "real.h"
 #include "sock.h"
 #include "waits.h"
+#include "watchdog.h"
 #include "xfer.h"
 
 extern void __chk_fail(void) __attribute__((noreturn));
@@ -83,7 +84,7 @@ static void mark(struct waitset *ws, struct tb_sock *s, int fd, int index, bool 
 
 		if (!(side == TB_RD ? rd : wr))
 			continue;
-		e = tb_sock_wait_begin(s, (enum tb_side)side, fd, now);
+		e = tb_wd_wait_begin(s, (enum tb_side)side, fd, now);
 		if (e.at > now) {
 			if (side == TB_RD)
 				ws->e[k].rd = true;

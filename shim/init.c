@@ -1,4 +1,4 @@
-/* init.c - start-up and fork: read the TIMEBOX_* variables once, set up the fd table and
+/* init.c - start-up and fork: read the settings once (configure.c), set up the fd table and
  * the log, and keep every lock and table consistent across fork. No thread starts here. */
 #include "init.h"
 
@@ -10,35 +10,16 @@
 
 #include "clock.h"
 #include "configure.h"
-#include "env.h"
 #include "fdtable.h"
 #include "gates.h"
 #include "log.h"
 #include "real.h"
+#include "stats.h"
 #include "thread.h"
 #include "watchdog.h"
 
-struct tb_settings tb_cfg;
-atomic_bool tb_governing;
-
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static bool fork_handlers;
-
-extern char **environ;
-
-static const char *get_env(const char *name, void *ctx)
-{
-	(void)ctx;
-	return getenv(name);
-}
-
-static void report(void *ctx, const char *name, const char *value, const char *why)
-{
-	const bool *strict = ctx;
-
-	tb_log_config_error(name, value, why,
-			    *strict ? "refusing to run (TIMEBOX_STRICT)" : "setting ignored");
-}
 
 /*
  * Fork. A lock another thread holds at fork() stays held in the child by a thread that does
@@ -80,57 +61,48 @@ static void at_exit(void)
 	tb_gates_summary();
 }
 
+/* Our own fds live at TB_INTERNAL_FD_MIN and above (the log file, shared-gate slot locks).
+ * Growing the kernel's fd table once the program has threads costs an RCU grace period
+ * (~10 ms) inside a connect: grow it now, while the process is still single-threaded, by
+ * one dup there and back. It costs the process a few KB. */
+static void grow_kernel_fd_table(void)
+{
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC), high;
+
+	high = fd >= 0 ? tb_real.fcntl(fd, F_DUPFD_CLOEXEC, TB_INTERNAL_FD_MIN) : -1;
+	if (high >= 0)
+		tb_real.close(high);
+	if (fd >= 0)
+		tb_real.close(fd);
+}
+
 static void init_once_fn(void)
 {
-	const char *strict_text = getenv("TIMEBOX_STRICT");
-	struct tb_settings scratch;
-	bool strict = false, file_strict;
-	int errors;
-
 	tb_real_bind();
 	/* setuid/setgid/capability programs: an unprivileged user must not be able to steer a
 	 * privileged process through its environment. Stay inert and silent. */
 	if (getauxval(AT_SECURE))
 		return;
-	/* Strictness first: it decides what the other errors say they do. */
-	tb_settings_init(&scratch);
-	if (strict_text != NULL &&
-	    tb_env_apply(&scratch, tb_env_find("TIMEBOX_STRICT", 0), strict_text, NULL, NULL) == 0)
-		strict = scratch.strict;
-	errors = tb_env_load(&tb_cfg, get_env, NULL, report, &strict);
-	errors += tb_env_check_unknown(environ, report, &strict);
-	errors += tb_configure(&tb_cfg, strict || tb_cfg.strict, &file_strict);
-	if (errors > 0 && (strict || tb_cfg.strict || file_strict))
+	if (!tb_configure())
 		_exit(2);
 	if (tb_configure_learning())
 		register_fork_handlers(); /* the resolver hooks learn even when nothing is governed */
-	if (!tb_settings_any_limit(&tb_cfg) && !tb_configure_any_limit())
+	if (!tb_settings_any_limit(&tb_default_settings) && !tb_configure_any_limit())
 		return;
 	if (tb_fdtable_init() < 0) {
 		tb_log_error("event=error what=fd_table error=\"cannot map the fd table; "
 			     "timebox is inactive\"");
 		return;
 	}
-	tb_log_open(&tb_cfg);
-	{
-		/* Shared-gate slot locks live at fds >= 512 (and a rule may ask for a shared
-		 * gate). Growing the kernel's fd table once the program has threads costs an RCU
-		 * grace period (~10 ms) inside a connect: grow it now, while the process is still
-		 * single-threaded. It costs the process a few KB. */
-		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC), high;
-
-		high = fd >= 0 ? tb_real.fcntl(fd, F_DUPFD_CLOEXEC, 512) : -1;
-		if (high >= 0)
-			tb_real.close(high);
-		if (fd >= 0)
-			tb_real.close(fd);
-	}
-	tb_budget_open_process(&tb_proc_budget, &tb_cfg, tb_now());
+	tb_log_open(&tb_default_settings);
+	tb_stats_configure(&tb_default_settings);
+	grow_kernel_fd_table();
+	tb_budget_open_process(&tb_proc_budget, &tb_default_settings, tb_now());
 	/* Only a governing process records its id: elsewhere nothing is tracked, and
 	 * tb_foreign_process() answers without a system call. */
-	tb_thread_setup(tb_cfg.scope);
+	tb_thread_setup(tb_default_settings.scope);
 	register_fork_handlers();
-	if (tb_cfg.log_level == TB_LOG_LEVEL_INFO)
+	if (tb_default_settings.log_level == TB_LOG_LEVEL_INFO)
 		atexit(at_exit);
 	atomic_store(&tb_governing, true);
 }

@@ -1,18 +1,11 @@
-/* init.h - start-up and fork: the settings in force, and whether anything is governed.
- * Read-only after tb_init(). Per-thread state (tid, budgets) lives in thread.h. */
+/* init.h - start-up and fork: reads the settings once (configure.h holds them), readies the
+ * fd table, the log and the process budget, and keeps every table consistent across fork. */
 #ifndef TB_INIT_H
 #define TB_INIT_H
 
-#include <stdatomic.h>
-#include <stdbool.h>
-
-#include "settings.h"
-#include "thread.h" /* tb_tid, tb_budget_here: included for the files that still reach them here */
-
-extern struct tb_settings tb_cfg;      /* from TIMEBOX_*; immutable after tb_init */
-extern atomic_bool tb_governing;       /* some limit is set: connect() starts tracking */
-
-/* Parses the environment once (thread-safe, idempotent); prints configuration errors. */
+/* Starts timebox once (thread-safe, idempotent): the settings, then, when something is
+ * governed, the tables; prints configuration errors. Runs from the constructor, and from a
+ * hook that may run before it (a constructor's dlopen, getaddrinfo). */
 void tb_init(void);
 
 #endif

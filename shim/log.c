@@ -13,7 +13,6 @@
 #include "clock.h"
 #include "log_sink.h"
 #include "ratelimit.h"
-#include "stats.h"
 #include "thread.h"
 
 #define LINE_MAX_LEN 768
@@ -204,6 +203,15 @@ static void deliver(struct line *l, int target)
 		atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
 }
 
+static bool (*lent_timers)(int fd, struct tb_log_timers *t);
+static void (*lent_held_back)(void);
+
+void tb_log_lend(bool (*timers)(int fd, struct tb_log_timers *t), void (*held_back)(void))
+{
+	lent_timers = timers;
+	lent_held_back = held_back;
+}
+
 /* A line about an event of the program's traffic: subject to the rate limit. */
 static void emit(struct line *l)
 {
@@ -217,7 +225,8 @@ static void emit(struct line *l)
 		/* The first line held back since the last report: the stats thread reports the
 		 * count a second later if no line goes out before (one futex wake per report). */
 		if (atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed) == 0)
-			tb_stats_wake();
+			if (lent_held_back != NULL)
+				lent_held_back();
 		goto out;
 	}
 	deliver(l, target);
@@ -286,8 +295,6 @@ void tb_log_open(const struct tb_settings *s)
 	atomic_store(&log_format, (int)s->log_format);
 	tb_rl_init(&limiter, s->log_rate);
 	atomic_store(&log_target, target);
-	/* The statistics' settings are read here, once at start-up like the log's. */
-	tb_stats_configure(s);
 	if (s->log_rate > 0)
 		atexit(at_exit_flush);
 	if (why != NULL)
@@ -309,7 +316,7 @@ void tb_log_timeout(enum tb_phase phase, const struct tb_dest *d, int fd, int64_
 
 	/* Timers of the socket's call when this thread just cut it; otherwise (a gate wait, a
 	 * deadline before the connect) what the elapsed time alone tells. */
-	if (!tb_stats_take_timers(fd, &t)) {
+	if (lent_timers == NULL || !lent_timers(fd, &t)) {
 		t.gate_ms = phase == TB_PHASE_GATE ? elapsed_ns / TB_NS_PER_MS : -1;
 		t.connect_ms = t.first_byte_ms = t.budget_ms = -1;
 		t.total_ms = elapsed_ns / TB_NS_PER_MS;

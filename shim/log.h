@@ -10,11 +10,25 @@
 #include "dest.h"
 #include "settings.h"
 
+/* The call's timers of a timeout line (-1: a phase the call did not reach). */
+struct tb_log_timers {
+	int64_t gate_ms, connect_ms, first_byte_ms, total_ms, budget_ms;
+	char host[64];
+};
+
+/*
+ * The statistics sit above the log and lend it two things, registered once at start-up
+ * before any thread runs (a pointer each, so that the log never calls up into them):
+ * `timers` gives the timers of the call just cut on fd, once (false: none known), and
+ * `held_back` is told when a line is first held back by the rate limit, so that the count
+ * is reported a second later even if no other line comes. NULL for either: none.
+ */
+void tb_log_lend(bool (*timers)(int fd, struct tb_log_timers *t), void (*held_back)(void));
+
 /*
  * Opens the target chosen by s (stderr, syslog, off, a file; see log_sink.h), in s's
  * format (logfmt or JSON) and rate (log_rate lines per second; then one suppressed count).
- * When it cannot, says why on stderr and logs there. Called once, at start-up; also hands
- * the statistics their settings (tb_stats_configure).
+ * When it cannot, says why on stderr and logs there. Called once, at start-up.
  *
  * No line ever blocks its caller: a line the target cannot take at once (a full pipe or
  * socket, a broken pipe, no syslog daemon, an fd 2 that is no longer the program's stderr

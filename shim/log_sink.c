@@ -225,20 +225,6 @@ bool tb_sink_write(int target, const char *line, size_t n)
 	return ok;
 }
 
-/* Keep out of the low numbers a program may expect to get from its own open(); protected
- * from the program's close and dup2. */
-static int keep_high(int fd)
-{
-	int high = tb_real.fcntl(fd, F_DUPFD_CLOEXEC, 512);
-
-	if (high >= 0) {
-		tb_real.close(fd);
-		fd = high;
-	}
-	tb_fd_mark_internal(fd);
-	return fd;
-}
-
 /*
  * The log file: only a regular file, opened or created at the path itself. O_NOFOLLOW: a
  * link planted at a shared path must not choose which file the program appends to;
@@ -264,7 +250,7 @@ static int open_file(const char *path, const char **why)
 		tb_real.close(fd);
 		return -1;
 	}
-	return keep_high(fd);
+	return tb_fd_move_internal(fd);
 }
 
 int tb_sink_open(const struct tb_settings *s, const char **why)
@@ -291,7 +277,7 @@ int tb_sink_open(const struct tb_settings *s, const char **why)
 		if (fd < 0)
 			*why = strerror(errno);
 		else
-			fd = keep_high(fd);
+			fd = tb_fd_move_internal(fd);
 		break;
 	default:
 		return s->log_target;

@@ -15,7 +15,7 @@
 
 #include "budget.h"
 #include "clock.h"
-#include "init.h"
+#include "configure.h"
 #include "log.h"
 #include "real.h"
 #include "thread.h"
@@ -283,8 +283,8 @@ enum tb_lookup_plan tb_lookup_plan(struct tb_lookup *lk, const char *name, int a
 
 	if (!atomic_load_explicit(&tb_governing, memory_order_relaxed) || tb_resolver_thread)
 		return TB_LOOKUP_NATIVE;
-	dns = tb_cfg.dns_ns;
-	if (dns <= 0 && tb_cfg.deadline_ns <= 0)
+	dns = tb_default_settings.dns_ns;
+	if (dns <= 0 && tb_default_settings.deadline_ns <= 0)
 		return TB_LOOKUP_NATIVE;
 	if (name == NULL || *name == '\0' || numeric || is_numeric(name) || hosts_answer(name, af))
 		return TB_LOOKUP_NATIVE;
@@ -294,8 +294,8 @@ enum tb_lookup_plan tb_lookup_plan(struct tb_lookup *lk, const char *name, int a
 	/* A vfork child runs on its parent's budgets and must change none of them. */
 	lk->budgeted = !tb_foreign_process();
 	if (lk->budgeted)
-		step = tb_budget_step(tb_budget_here(), &tb_cfg, &lookup_dest, now, &start,
-				      &deadline);
+		step = tb_budget_step(tb_budget_here(), &tb_default_settings, &lookup_dest, now,
+				      &start, &deadline);
 	lk->name = name;
 	lk->call_start = start;
 	lk->deadline = deadline;
@@ -332,8 +332,8 @@ void tb_lookup_cut(const struct tb_lookup *lk)
 {
 	tb_lookup_expired(lk);
 	if (lk->budgeted && lk->deadline != TB_NEVER && lk->expiry >= lk->deadline)
-		tb_budget_on_expired(tb_budget_here(), &tb_cfg, &lookup_dest, TB_PHASE_DEADLINE,
-				     lk->deadline);
+		tb_budget_on_expired(tb_budget_here(), &tb_default_settings, &lookup_dest,
+				     TB_PHASE_DEADLINE, lk->deadline);
 }
 
 /* A child of fork() may find a lock held by a thread it does not have. */

@@ -13,7 +13,6 @@
 #include "gates.h"
 #include "real.h"
 #include "thread.h"
-#include "watchdog.h"
 
 #define CHUNK 128
 #define MAX_CHUNKS 8192 /* 1M sockets */
@@ -282,7 +281,7 @@ static struct tb_expiry framed_expiry(struct tb_sock *s, enum tb_side side, unsi
 	return tb_expiry_pick(phase, at, deadline);
 }
 
-struct tb_expiry tb_sock_wait_begin(struct tb_sock *s, enum tb_side side, int fd, int64_t now)
+struct tb_expiry tb_sock_wait_record(struct tb_sock *s, enum tb_side side, int fd, int64_t now)
 {
 	struct tb_side_state *sd = &s->side[side];
 	struct tb_expiry e;
@@ -295,8 +294,6 @@ struct tb_expiry tb_sock_wait_begin(struct tb_sock *s, enum tb_side side, int fd
 	atomic_store_explicit(&s->waiter_tid, tb_tid(), memory_order_relaxed);
 	/* seq_cst: pairs with the watchdog clearing wd_filed_at then re-reading waiters. */
 	atomic_fetch_add(&sd->waiters, 1);
-	if (e.at > now && e.at != TB_NEVER)
-		tb_wd_arm(s, e.at);
 	return e;
 }
 

@@ -66,7 +66,7 @@ struct tb_log_note {
  *     verifies `fd` under `busy`, and when it no longer names the socket, looks for another
  *     fd of it in the fd table; when none can be verified it stops governing the socket
  *     (drops it from its heap) instead of trying again.
- * (5) side[].waiters counts threads inside a wait (fetch_add in tb_sock_wait_begin,
+ * (5) side[].waiters counts threads inside a wait (fetch_add in tb_sock_wait_record,
  *     fetch_sub in tb_sock_wait_end, both seq_cst). It pairs with `wd_filed_at`: a wait
  *     increments waiters then reads wd_filed_at; the watchdog clears wd_filed_at then
  *     re-reads waiters. So either the wait queues the socket itself, or the watchdog sees
@@ -186,9 +186,9 @@ struct tb_expiry tb_sock_expiry(struct tb_sock *s, enum tb_side side);
 /*
  * A thread starts waiting on `side` through `fd` at `now`. Returns the wait's expiry; when
  * it is already due (at <= now) the caller must end the wait and decide (queued data, or
- * expire). Otherwise the watchdog is told (no system call unless it sleeps past `at`).
+ * expire). The watchdog is not told here: callers begin through tb_wd_wait_begin.
  */
-struct tb_expiry tb_sock_wait_begin(struct tb_sock *s, enum tb_side side, int fd, int64_t now);
+struct tb_expiry tb_sock_wait_record(struct tb_sock *s, enum tb_side side, int fd, int64_t now);
 
 /* The wait ends at `now` (0: not read yet; only needed when progress restarts the silence
  * of other waiters); with `progress` bytes moved (the silence count restarts, for every

@@ -20,7 +20,7 @@
 
 #include "clock.h"
 #include "fdtable.h"
-#include "init.h"
+#include "thread.h"
 #include "log.h"
 #include "real.h"
 #include "stats.h"

@@ -63,6 +63,7 @@ static int64_t stats_interval = TB_STATS_INTERVAL_DEFAULT;
 
 void tb_stats_configure(const struct tb_settings *s)
 {
+	tb_log_lend(tb_stats_take_timers, tb_stats_wake);
 	snprintf(stats_path, sizeof(stats_path), "%s", s->stats_path);
 	if (s->stats_interval_ns > 0)
 		stats_interval = s->stats_interval_ns;

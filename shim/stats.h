@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "settings.h"
+#include "log.h"
 #include "sock.h"
 
 /*
@@ -35,10 +36,6 @@ void tb_stats_xfer(struct tb_sock *s, int side, ssize_t r);
 void tb_stats_cut(struct tb_sock *s, enum tb_phase phase);
 
 /* A call's timers as the log shows them, in ms; -1 for a phase not reached. */
-struct tb_log_timers {
-	int64_t gate_ms, connect_ms, first_byte_ms, total_ms, budget_ms;
-	char host[64];
-};
 
 /* The timers kept by the last tb_stats_cut of the socket fd names, once (then forgotten).
  * False when there are none. */

@@ -4,16 +4,15 @@
 #include "watchdog.h"
 
 #include <errno.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "clock.h"
+#include "futex.h"
 #include "log.h"
 #include "sock.h"
 
@@ -197,7 +196,7 @@ static enum verdict next_look(struct tb_sock *s, int64_t now, int64_t *at)
 
 /* Takes s out of the heap. Returns true when a wait may have begun meanwhile without
  * queueing s (it read wd_filed_at before we cleared it): s must be looked at once more.
- * Pairs with tb_sock_wait_begin (waiters then wd_filed_at; here the reverse, seq_cst). */
+ * Pairs with tb_sock_wait_record (waiters then wd_filed_at; here the reverse, seq_cst). */
 static bool unfile(struct tb_sock *s)
 {
 	uint32_t w;
@@ -252,21 +251,6 @@ static void drain_incoming(int64_t now)
 	}
 }
 
-static void futex_wait_until(atomic_uint *word, unsigned val, int64_t at)
-{
-	struct timespec ts, *tsp = NULL;
-
-	if (at != TB_NEVER) {
-		ts.tv_sec = at / TB_NS_PER_S;
-		ts.tv_nsec = at % TB_NS_PER_S;
-		tsp = &ts;
-	}
-	/* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC time: an hrtimer, no drift
-	 * from recomputing relative timeouts. */
-	syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, val, tsp, NULL,
-		FUTEX_BITSET_MATCH_ANY);
-}
-
 static void *wd_main(void *arg)
 {
 	(void)arg;
@@ -291,7 +275,7 @@ static void *wd_main(void *arg)
 		atomic_store(&next_wake, wake);
 		if (atomic_load(&incoming) != NULL)
 			continue;
-		futex_wait_until(&futex_word, seq, wake);
+		tb_futex_wait_until(&futex_word, seq, wake, false);
 	}
 	return NULL;
 }
@@ -346,7 +330,7 @@ void tb_wd_arm(struct tb_sock *s, int64_t at)
 		tb_wd_start();
 	if (at < atomic_load(&next_wake)) {
 		atomic_fetch_add(&futex_word, 1);
-		syscall(SYS_futex, &futex_word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+		tb_futex_wake_one(&futex_word, false);
 	}
 }
 

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-struct tb_sock;
+#include "sock.h"
 
 /*
  * A wait on s now expires at `at`. If the watchdog already holds s at or before `at`,
@@ -14,6 +14,23 @@ struct tb_sock;
  * Lock-free; safe from any thread.
  */
 void tb_wd_arm(struct tb_sock *s, int64_t at);
+
+/*
+ * A thread starts waiting on `side` of s through fd at `now`: the wait is recorded in the
+ * socket (tb_sock_wait_record) and, unless it is already due or never expires, the watchdog
+ * is told (tb_wd_arm). Returns the wait's expiry; when it is already due (at <= now) the
+ * caller must end the wait and decide (queued data, or expire). Every hook that blocks on a
+ * governed socket begins its wait here: the socket layer itself knows nothing of the thread.
+ */
+static inline struct tb_expiry tb_wd_wait_begin(struct tb_sock *s, enum tb_side side, int fd,
+						int64_t now)
+{
+	struct tb_expiry e = tb_sock_wait_record(s, side, fd, now);
+
+	if (e.at > now && e.at != TB_NEVER)
+		tb_wd_arm(s, e.at);
+	return e;
+}
 
 /*
  * Starts the thread unless it runs. Called by connect when a socket becomes governed, so

@@ -15,6 +15,7 @@
 #include "real.h"
 #include "stale.h"
 #include "waits.h"
+#include "watchdog.h"
 #include "thread.h"
 #include "stats.h"
 
@@ -162,7 +163,7 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
 	/* Before wait_begin: an abandoned wait on this socket must not hold its count. */
 	sp = (uintptr_t)__builtin_frame_address(0);
 	x->rec_base = tb_waits_enter(sp);
-	e = tb_sock_wait_begin(s, side, fd, now);
+	e = tb_wd_wait_begin(s, side, fd, now);
 	if (TB_LIKELY(e.at > now)) {
 		x->rec = tb_waits_add(s, side, x->gen, sp);
 		x->waited = true;

@@ -196,7 +196,7 @@ static void test_framed_expiry_follows_the_published_state(void **state)
 
 	(void)state;
 	tb_sock_set_call(p.s, T0, T0 + 500 * MS);
-	tb_sock_wait_begin(p.s, TB_RD, p.fd, T0);
+	tb_sock_wait_record(p.s, TB_RD, p.fd, T0);
 	/* A request outstanding, no answer yet: first_byte, under the deadline. */
 	atomic_store(&p.s->frame_state, TB_FRAME_AWAITING);
 	e = tb_sock_expiry(p.s, TB_RD);
@@ -231,8 +231,8 @@ static void test_bytes_for_one_reader_restart_the_others_silence(void **state)
 	uint32_t gen = gen_of(p.s);
 
 	(void)state;
-	tb_sock_wait_begin(p.s, TB_RD, p.fd, T0);
-	tb_sock_wait_begin(p.s, TB_RD, p.fd, T0 + 10 * MS);
+	tb_wd_wait_begin(p.s, TB_RD, p.fd, T0);
+	tb_wd_wait_begin(p.s, TB_RD, p.fd, T0 + 10 * MS);
 	tb_sock_wait_end(p.s, TB_RD, T0 + 900 * MS, true, gen);
 	assert_true(tb_sock_expiry(p.s, TB_RD).at == T0 + 1900 * MS);
 	tb_sock_wait_end(p.s, TB_RD, T0 + 1000 * MS, false, gen);
@@ -251,7 +251,7 @@ static void test_waitall_bytes_arriving_are_progress(void **state)
 	(void)state;
 	fake.tcp = true;
 	fake.last_data_recv = 100;
-	tb_sock_wait_begin(p.s, TB_RD, p.fd, T0);
+	tb_wd_wait_begin(p.s, TB_RD, p.fd, T0);
 	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_RD, TB_PHASE_FIRST_BYTE, -1, false,
 					now, &recheck), 0);
 	assert_false(was_cut(&p));
@@ -276,7 +276,7 @@ static void test_data_before_the_wait_does_not_delay_the_cut(void **state)
 	(void)state;
 	fake.tcp = true;
 	fake.last_data_recv = 1003; /* the wait began 1000 ms ago */
-	tb_sock_wait_begin(p.s, TB_RD, p.fd, T0);
+	tb_wd_wait_begin(p.s, TB_RD, p.fd, T0);
 	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_RD, TB_PHASE_READ, -1, false,
 					T0 + 1 * S, &recheck), 1);
 	assert_true(was_cut(&p));
@@ -291,7 +291,7 @@ static void test_queued_data_is_not_cut(void **state)
 
 	(void)state;
 	assert_int_equal(write(p.peer, "x", 1), 1);
-	tb_sock_wait_begin(p.s, TB_RD, p.fd, T0);
+	tb_wd_wait_begin(p.s, TB_RD, p.fd, T0);
 	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_RD, TB_PHASE_READ, -1, false,
 					T0 + 1 * S, &recheck), 0);
 	assert_int_equal(TB_ST(tb_sock_word(p.s)), TB_ST_OPEN);
@@ -310,7 +310,7 @@ static void test_bytes_acked_decide_write_progress(void **state)
 	(void)state;
 	fake.tcp = true;
 	fake.bytes_acked = 1000;
-	tb_sock_wait_begin(p.s, TB_WR, p.fd, T0);
+	tb_wd_wait_begin(p.s, TB_WR, p.fd, T0);
 	look = tb_sock_sample_acked(p.s, T0 + 100 * MS);
 	assert_true(look == T0 + 200 * MS);
 	fake.bytes_acked = 65000;
@@ -337,8 +337,8 @@ static void test_closed_dup_cut_through_the_other_fd(void **state)
 	(void)state;
 	tb_sock_ref(p.s);
 	assert_true(tb_fd_set(d, p.s));
-	tb_sock_wait_begin(p.s, TB_RD, p.fd, T0);
-	tb_sock_wait_begin(p.s, TB_RD, d, T0 + 50 * MS);
+	tb_wd_wait_begin(p.s, TB_RD, p.fd, T0);
+	tb_wd_wait_begin(p.s, TB_RD, d, T0 + 50 * MS);
 	tb_sock_wait_end(p.s, TB_RD, T0 + 150 * MS, false, gen_of(p.s));
 	assert_true(tb_fd_take(d) == p.s);
 	tb_sock_unref(p.s);
@@ -362,7 +362,7 @@ static void test_unverifiable_socket_is_given_up_not_looped(void **state)
 	close(p.fd); /* unseen by the table */
 	assert_int_equal(pipe(pfd), 0);
 	assert_int_equal(pfd[0], fd);
-	tb_sock_wait_begin(s, TB_RD, fd, T0);
+	tb_wd_wait_begin(s, TB_RD, fd, T0);
 	atomic_store(&s->side[TB_RD].expiry, T0 + 1 * S);
 	heap_len = 0;
 	evaluate(s, T0 + 1 * S);
@@ -399,7 +399,7 @@ static void test_log_line_after_the_cut(void **state)
 	int64_t recheck = 0;
 
 	(void)state;
-	tb_sock_wait_begin(p.s, TB_RD, p.fd, T0);
+	tb_wd_wait_begin(p.s, TB_RD, p.fd, T0);
 	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_RD, TB_PHASE_READ, -1, false,
 					T0 + 1 * S, &recheck), 1);
 	assert_int_equal(fake.logged, 1);
