@@ -59,10 +59,6 @@ void tb_stats_wake(void)
 {
 }
 
-void tb_stats_configure(const struct tb_settings *s)
-{
-	(void)s;
-}
 
 static void open_with(enum tb_log_format f, int rate)
 {
@@ -72,6 +68,7 @@ static void open_with(enum tb_log_format f, int rate)
 	s.log_format = f;
 	s.log_rate = rate;
 	tb_log_open(&s);
+	tb_log_lend(tb_stats_take_timers, tb_stats_wake); /* as the statistics do at start-up */
 	out_n = 0;
 	out[0] = '\0';
 	have_timers = false;
