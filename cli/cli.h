@@ -44,4 +44,15 @@ int tb_stats_main(int argc, char **argv);
  */
 int tb_program_check(const char *file, char *why, size_t len);
 
+/* Where a setting's value came from, for its error message: "--read-timeout 250" (an
+ * option) or "TIMEBOX_READ_TIMEOUT=250" (the environment); errors are counted. */
+struct tb_cli_report {
+	int from_option;
+	int errors;
+};
+
+/* A tb_env_report_fn for `timebox run` and `timebox plan`: one line on stderr per bad value
+ * (ctx: a struct tb_cli_report). */
+void tb_cli_report_error(void *ctx, const char *name, const char *value, const char *why);
+
 #endif

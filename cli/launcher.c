@@ -33,12 +33,6 @@ struct run_args {
 	int print_env;  /* --print-env: print the environment instead of running */
 };
 
-/* Where a value came from, for error messages: "--read-timeout 250" or "TIMEBOX_X=250". */
-struct report {
-	int from_option;
-	int errors;
-};
-
 static size_t var_count(void)
 {
 	size_t n = 0;
@@ -191,9 +185,9 @@ static int parse_run_args(int argc, char **argv, struct run_args *args)
 	return 0;
 }
 
-static void report_error(void *ctx, const char *name, const char *value, const char *why)
+void tb_cli_report_error(void *ctx, const char *name, const char *value, const char *why)
 {
-	struct report *r = ctx;
+	struct tb_cli_report *r = ctx;
 	const struct tb_env_var *var = tb_env_find(name, 0);
 
 	if (r->from_option && var != NULL)
@@ -238,18 +232,18 @@ static int validate_config(const struct run_args *args)
  */
 static int validate(const struct run_args *args)
 {
-	struct report from_env = { 0, 0 }, from_opt = { 1, 0 };
+	struct tb_cli_report from_env = { 0, 0 }, from_opt = { 1, 0 };
 	struct tb_settings scratch;
 
-	tb_env_check_unknown(environ, report_error, &from_env);
+	tb_env_check_unknown(environ, tb_cli_report_error, &from_env);
 	tb_settings_init(&scratch);
 	for (size_t i = 0; tb_env_vars[i].name != NULL; i++) {
 		const char *env_value = getenv(tb_env_vars[i].name);
 
 		if (env_value != NULL)
-			tb_env_apply(&scratch, &tb_env_vars[i], env_value, report_error, &from_env);
+			tb_env_apply(&scratch, &tb_env_vars[i], env_value, tb_cli_report_error, &from_env);
 		if (args->values[i] != NULL)
-			tb_env_apply(&scratch, &tb_env_vars[i], args->values[i], report_error,
+			tb_env_apply(&scratch, &tb_env_vars[i], args->values[i], tb_cli_report_error,
 				     &from_opt);
 	}
 	return from_env.errors + from_opt.errors + validate_config(args);

@@ -145,28 +145,10 @@ static int parse_args(int argc, char **argv, struct plan_args *a, struct tb_plan
 	return 0;
 }
 
-/* Where a value came from, for error messages: "--read-timeout 250" or "TIMEBOX_X=250". */
-struct report {
-	int from_option;
-	int errors;
-};
-
-static void report_env_error(void *ctx, const char *name, const char *value, const char *why)
-{
-	struct report *r = ctx;
-	const struct tb_env_var *var = tb_env_find(name, 0);
-
-	if (r->from_option && var != NULL)
-		fprintf(stderr, "timebox: %s %s: %s\n", var->option, value, why);
-	else
-		fprintf(stderr, "timebox: %s=%s: %s\n", name, value, why);
-	r->errors++;
-}
-
 /* The settings from the environment and the options, the way `timebox run` checks them. */
 static int settings_from_options(const struct plan_args *a, struct tb_settings *s)
 {
-	struct report from_env = { 0, 0 }, from_opt = { 1, 0 };
+	struct tb_cli_report from_env = { 0, 0 }, from_opt = { 1, 0 };
 
 	tb_settings_init(s);
 	for (size_t i = 0; tb_env_vars[i].name != NULL; i++) {
@@ -175,9 +157,9 @@ static int settings_from_options(const struct plan_args *a, struct tb_settings *
 		if (tb_env_vars[i].kind == TB_ENV_PATH)
 			continue;
 		if (env_value != NULL)
-			tb_env_apply(s, &tb_env_vars[i], env_value, report_env_error, &from_env);
+			tb_env_apply(s, &tb_env_vars[i], env_value, tb_cli_report_error, &from_env);
 		if (a->values[i] != NULL)
-			tb_env_apply(s, &tb_env_vars[i], a->values[i], report_env_error, &from_opt);
+			tb_env_apply(s, &tb_env_vars[i], a->values[i], tb_cli_report_error, &from_opt);
 	}
 	tb_settings_finish(s);
 	return from_env.errors + from_opt.errors;
