@@ -276,6 +276,21 @@ static bool ready(void)
 	fd = tb_gate_file_open(seg_name, &id, why, sizeof(why));
 	if (fd < 0)
 		goto fail;
+	/* The segment is this copy's while it holds a write lock on its first byte (an OFD
+	 * lock, kept for the process's life through fd). A second copy of the library in the
+	 * same process (preloaded twice) finds it held and keeps no statistics of its own:
+	 * emptying the file under the first copy's mapping would kill the program with SIGBUS
+	 * at its next count. After an exec the former image's lock went with its fds. */
+	{
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0,
+				    .l_len = 1 };
+
+		if (tb_real.fcntl(fd, F_OFD_SETLK, &fl) < 0) {
+			tb_gate_file_close(fd);
+			atomic_store(&seg_state, SEG_FAILED);
+			return false;
+		}
+	}
 	/* Emptied first: after an exec the same pid finds its former image's segment. */
 	/* fallocate: on a full tmpfs (a container's small /dev/shm) a sparse file would kill the
 	 * program with SIGBUS at its first count instead of failing here. */
@@ -285,13 +300,16 @@ static bool ready(void)
 		goto fail;
 	}
 	p = mmap(NULL, sizeof(struct tb_stats_seg), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	tb_gate_file_close(fd);
+	if (p == MAP_FAILED)
+		tb_gate_file_close(fd); /* kept open otherwise: it holds the lock (above) */
 	calls = mmap(NULL, CALLS_MAX * sizeof(struct call), PROT_READ | PROT_WRITE,
 		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED || calls == MAP_FAILED) {
 		snprintf(why, sizeof(why), "cannot map: %s", strerror(errno));
-		if (p != MAP_FAILED)
+		if (p != MAP_FAILED) {
 			munmap(p, sizeof(struct tb_stats_seg));
+			tb_gate_file_close(fd);
+		}
 		if (calls != MAP_FAILED)
 			munmap(calls, CALLS_MAX * sizeof(struct call));
 		goto fail;
