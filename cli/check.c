@@ -495,3 +495,16 @@ out:
 	free(kept);
 	return status;
 }
+
+/* Shared by timebox run and timebox plan (cli.h). */
+void tb_cli_report_error(void *ctx, const char *name, const char *value, const char *why)
+{
+	struct tb_cli_report *r = ctx;
+	const struct tb_env_var *var = tb_env_find(name, 0);
+
+	if (r->from_option && var != NULL)
+		fprintf(stderr, "timebox: %s %s: %s\n", var->option, value, why);
+	else
+		fprintf(stderr, "timebox: %s=%s: %s\n", name, value, why);
+	r->errors++;
+}

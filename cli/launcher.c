@@ -185,18 +185,6 @@ static int parse_run_args(int argc, char **argv, struct run_args *args)
 	return 0;
 }
 
-void tb_cli_report_error(void *ctx, const char *name, const char *value, const char *why)
-{
-	struct tb_cli_report *r = ctx;
-	const struct tb_env_var *var = tb_env_find(name, 0);
-
-	if (r->from_option && var != NULL)
-		fprintf(stderr, "timebox: %s %s: %s\n", var->option, value, why);
-	else
-		fprintf(stderr, "timebox: %s=%s: %s\n", name, value, why);
-	r->errors++;
-}
-
 /* The configuration file named by --config or TIMEBOX_CONFIG, or NULL. */
 static const char *config_path(const struct run_args *args)
 {
