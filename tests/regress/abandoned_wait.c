@@ -7,11 +7,11 @@
  * skipped the uncounting: the socket kept one waiter forever. The watchdog then saw a wait
  * that never ended on an idle socket and cut it at the read timeout, and the next healthy
  * exchange on it failed with ETIMEDOUT.
- * The sequence, read_timeout 2s (room for a loaded machine to cancel the reader in time), an echo server that never answers "stall":
+ * The sequence, read_timeout 4s (room for a loaded machine, under a sanitizer, to cancel the reader in time), an echo server that never answers "stall":
  * (a) send "stall"; read; SIGALRM after 200 ms jumps out; exchange "ping" (works); stay
- *     idle 2.5 s; exchange "ping" again -> must work.
+ *     idle 4.5 s; exchange "ping" again -> must work.
  * (b) thread T sends "stall" and blocks in read; T is cancelled and joined; the main thread
- *     exchanges "ping" on T's socket, stays idle 2.5 s, exchanges again -> must work.
+ *     exchanges "ping" on T's socket, stays idle 4.5 s, exchanges again -> must work.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -110,7 +110,7 @@ int main(int argc, char **argv)
 	char buf[16];
 
 	(void)argc;
-	tbr_preload_self(argv, "TIMEBOX_READ_TIMEOUT=2s", NULL);
+	tbr_preload_self(argv, "TIMEBOX_READ_TIMEOUT=4s", NULL);
 	lfd = tbr_listen(&port);
 	pthread_create(&srv, NULL, server, NULL);
 
@@ -126,8 +126,8 @@ int main(int argc, char **argv)
 			TBR_CHECK(0, "the stalled read returned");
 	}
 	exchange(fd, "(a) right after the jump");
-	tbt_sleep_ms(2500);
-	exchange(fd, "(a) after 2.5 s idle");
+	tbt_sleep_ms(4500);
+	exchange(fd, "(a) after 4.5 s idle");
 	close(fd);
 	fprintf(stderr, "(a) siglongjmp: ok\n");
 
@@ -139,8 +139,8 @@ int main(int argc, char **argv)
 	pthread_cancel(t);
 	pthread_join(t, NULL);
 	exchange(tfd, "(b) right after the cancel");
-	tbt_sleep_ms(2500);
-	exchange(tfd, "(b) after 2.5 s idle");
+	tbt_sleep_ms(4500);
+	exchange(tfd, "(b) after 4.5 s idle");
 	close(tfd);
 	fprintf(stderr, "(b) pthread_cancel: ok\n");
 	return 0;

@@ -98,7 +98,10 @@ int main(int argc, char **argv)
 	pthread_create(&acc, NULL, acceptor, NULL);
 	pthread_create(&grd, NULL, guard, NULL);
 	/* The process's first governed connect outside any handler, as docs/limitations.md
-	 * asks: it starts the watchdog thread, which a handler must not do. */
+	 * asks: it starts the library's threads, which a handler must not do. The rule names
+	 * localhost: look it up first, so that the address is known to be governed. */
+	if (getaddrinfo("localhost", "80", &hints, &res) == 0)
+		freeaddrinfo(res);
 	close(tbr_connect(port));
 	sigaction(SIGALRM, &sa, NULL);
 	setitimer(ITIMER_REAL, &every_ms, NULL);

@@ -51,10 +51,12 @@ static int watchdog_runs(void)
 static void on_alarm(int sig)
 {
 	char c;
+	int saved = errno;
 
 	(void)sig;
 	handler_r = read(fd, &c, 1);
 	handler_errno = errno;
+	errno = saved;
 }
 
 int main(int argc, char **argv)
