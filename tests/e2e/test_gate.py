@@ -333,7 +333,8 @@ def test_shared_gate_kill_holder():
             print("\nkill -9 of the holder: the waiter was served %.1f ms later" % back_ms)
             res = lib.BlockResult(lib.Result(waiter.returncode, out, err, 0, False))
             assert res.ok and res.calls()[-1]["status"] == 200, res
-            assert back_ms < 1000, back_ms
+            # Waiters look every 20 ms; a sanitized build's start-up and locks add seconds.
+            assert back_ms < (3000 if lib.SANITIZE else 1000), back_ms
             assert srv.count("waiter") == 1
         finally:
             for p in (holder, waiter):
