@@ -83,23 +83,6 @@ static void *reader(void *arg)
 	return NULL;
 }
 
-/* True once thread tid sleeps (state S): blocked in its read. */
-static int sleeping(int tid)
-{
-	char path[64], buf[256], *p;
-	FILE *f;
-	int s = 0;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
-	f = fopen(path, "r");
-	if (f == NULL)
-		return 0;
-	if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL)
-		s = p[2] == 'S';
-	fclose(f);
-	return s;
-}
-
 int main(int argc, char **argv)
 {
 	struct sigaction sa;
@@ -134,7 +117,7 @@ int main(int argc, char **argv)
 	/* (b) pthread_cancel of a thread blocked in a read */
 	tfd = tbr_connect(port);
 	pthread_create(&t, NULL, reader, &tfd);
-	while (atomic_load(&reader_tid) == 0 || !sleeping(atomic_load(&reader_tid)))
+	while (atomic_load(&reader_tid) == 0 || !tbr_thread_sleeping(atomic_load(&reader_tid)))
 		sched_yield();
 	pthread_cancel(t);
 	pthread_join(t, NULL);

@@ -60,23 +60,6 @@ static void *waiter(void *arg)
 	return NULL;
 }
 
-/* True once thread tid sleeps (state S): it is waiting at the gate. */
-static int sleeping(int tid)
-{
-	char path[64], buf[256], *p;
-	FILE *f;
-	int s = 0;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
-	f = fopen(path, "r");
-	if (f == NULL)
-		return 0;
-	if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL)
-		s = p[2] == 'S';
-	fclose(f);
-	return s;
-}
-
 int main(int argc, char **argv)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -94,7 +77,7 @@ int main(int argc, char **argv)
 	fd = tbr_connect(port);
 
 	pthread_create(&t, NULL, waiter, NULL);
-	while (atomic_load(&waiter_tid) == 0 || !sleeping(atomic_load(&waiter_tid)))
+	while (atomic_load(&waiter_tid) == 0 || !tbr_thread_sleeping(atomic_load(&waiter_tid)))
 		sched_yield();
 
 	t0 = tbt_now_ms();

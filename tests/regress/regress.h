@@ -108,4 +108,21 @@ static inline int tbr_connect(int port)
 	return fd;
 }
 
+/* True once thread tid of this process sleeps (state S in /proc): blocked in a call. */
+static inline int tbr_thread_sleeping(int tid)
+{
+	char path[64], buf[256], *p;
+	FILE *f;
+	int s = 0;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL)
+		s = p[2] == 'S';
+	fclose(f);
+	return s;
+}
+
 #endif
