@@ -18,6 +18,7 @@
 #define MAX_CHUNKS 8192 /* 1M sockets */
 
 atomic_ulong tb_expiries[TB_PHASE_COUNT];
+atomic_ulong tb_sock_retired;
 
 static struct tb_sock *chunks[MAX_CHUNKS];
 static atomic_uint nchunks;
@@ -149,6 +150,28 @@ void tb_sock_release_slot(struct tb_sock *s)
 		tb_gates_release(s->gate, s->slot_fd);
 }
 
+/*
+ * After the generation moved on: waits until no call is inside a section on s (rule 12).
+ * Sections are a few hundred instructions; 20 ms covers a preempted one on a loaded
+ * machine. False: one never ended (siglongjmp out of it, or we are a signal handler that
+ * interrupted it): the entry must not be reused.
+ */
+static bool drained(struct tb_sock *s)
+{
+	int64_t until = 0;
+
+	while (atomic_load(&s->inuse) != 0) {
+		int64_t now = tb_now();
+
+		if (until == 0)
+			until = now + 20 * 1000000LL;
+		else if (now > until)
+			return false;
+		sched_yield();
+	}
+	return true;
+}
+
 void tb_sock_unref(struct tb_sock *s)
 {
 	uint32_t w;
@@ -165,6 +188,10 @@ void tb_sock_unref(struct tb_sock *s)
 	 * under it (or a stale slot) must not touch the free entry when its call returns. */
 	w = atomic_load(&s->state);
 	atomic_store(&s->state, (TB_ST_GEN(w) + 1) << 8 | TB_ST_FREE);
+	if (!drained(s)) {
+		atomic_fetch_add(&tb_sock_retired, 1);
+		return;
+	}
 	side_reset(&s->side[TB_RD]);
 	side_reset(&s->side[TB_WR]);
 	push_free(s);

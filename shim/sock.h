@@ -92,6 +92,15 @@ struct tb_log_note {
  *     request/response framing cannot follow). Everyone else - the expiry, the watchdog,
  *     the next transfer's budget step - reads `frame_state` (TB_FS_*), the one byte the
  *     holder publishes (relaxed) after each feed.
+ * (12) `dest` and `frame` are rewritten in place when the entry is reused, and a thread may
+ *     still be inside a call on a number the program closed under it. A call reads them
+ *     only inside a section (tb_sock_enter/tb_sock_leave): `inuse` is raised, then the
+ *     generation the call began on is checked (seq_cst both); the last tb_sock_unref bumps
+ *     the generation, then waits for `inuse` to be zero before the entry goes back to the
+ *     pool. So either the section sees the new generation and backs off, or the free waits
+ *     for it (microseconds). A section left by a signal handler's siglongjmp (or a close
+ *     from a handler that interrupted a section) never drains: after a bounded wait the
+ *     entry is retired - never reused - instead of freed.
  * (10) `note` belongs to the one thread whose claim (the CAS to EXPIRED) succeeded: it fills
  *     it under `busy`, sets log_pending, cuts, drops `busy`, writes the line and clears
  *     log_pending (release). Other threads only read log_pending (tb_sock_await_log).
@@ -108,6 +117,7 @@ struct tb_sock {
 	atomic_int fd;            /* hint: the fd last waited on (rule 4) */
 	atomic_int waiter_tid;    /* hint: the thread that last waited, for the log line */
 	atomic_uint busy;         /* expiries under way: close waits for 0 (rule 3) */
+	atomic_uint inuse;        /* calls reading dest/frame: reuse waits for 0 (rule 12) */
 	atomic_bool nonblock;     /* O_NONBLOCK of the open file description */
 	atomic_bool got_bytes;    /* response bytes since the last send: phase read */
 	atomic_bool delivered;    /* the expiry has been reported to a thread's budget */
@@ -173,6 +183,33 @@ static inline uint32_t tb_sock_word(struct tb_sock *s)
 {
 	return atomic_load_explicit(&s->state, memory_order_acquire);
 }
+
+/*
+ * Enters a section of a call that began on generation `gen` and reads what a reuse
+ * rewrites (dest, frame: rule 12). False when the socket was closed since (the caller must
+ * not touch it); true: the caller calls tb_sock_leave when done.
+ */
+static inline bool tb_sock_enter(struct tb_sock *s, uint32_t gen)
+{
+	uint32_t w;
+
+	atomic_fetch_add(&s->inuse, 1);
+	w = atomic_load(&s->state);
+	/* Not FREE: a call that looked the entry up after it was freed holds the free
+	 * generation, and tb_sock_new writes under it. */
+	if (TB_ST_GEN(w) == gen && TB_ST(w) != TB_ST_FREE)
+		return true;
+	atomic_fetch_sub(&s->inuse, 1);
+	return false;
+}
+
+static inline void tb_sock_leave(struct tb_sock *s)
+{
+	atomic_fetch_sub(&s->inuse, 1);
+}
+
+/* Entries retired because a section never drained (rule 12): never reused. */
+extern atomic_ulong tb_sock_retired;
 
 /* CONNECTING -> OPEN once the handshake is seen complete. */
 void tb_sock_set_open(struct tb_sock *s);

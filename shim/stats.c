@@ -349,7 +349,7 @@ fail: {
 
 static struct call *call_of(struct tb_sock *s)
 {
-	if (TB_UNLIKELY(atomic_load_explicit(&seg_state, memory_order_relaxed) != SEG_READY) ||
+	if (TB_UNLIKELY(atomic_load_explicit(&seg_state, memory_order_acquire) != SEG_READY) ||
 	    s->index >= CALLS_MAX)
 		return NULL;
 	return &calls[s->index];

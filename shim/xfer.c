@@ -35,9 +35,11 @@ static int deliver(struct tb_sock *s, bool tell_budget)
 	bool first = !atomic_exchange(&s->delivered, true);
 
 	tb_sock_await_log(s); /* before the program sees the error, and perhaps exits on it */
-	if (first && tell_budget)
+	if (first && tell_budget && tb_sock_enter(s, TB_ST_GEN(w))) {
 		tb_budget_on_expired(tb_budget_here(), set, &s->dest, TB_ST_PHASE(w),
 				     atomic_load_explicit(&s->call_deadline, memory_order_relaxed));
+		tb_sock_leave(s);
+	}
 	errno = first && set->on_timeout == TB_ON_TIMEOUT_EAGAIN ? EAGAIN : ETIMEDOUT;
 	return -1;
 }
@@ -47,15 +49,22 @@ int tb_xfer_timed_out(struct tb_sock *s)
 	return deliver(s, true);
 }
 
-int tb_xfer_refuse(struct tb_sock *s, int fd, int step, int64_t now)
+/* Fails a step that the thread's budget refused (deadline spent, retry window): logs it,
+ * marks the socket expired for the deadline and shuts it down. Returns -1, errno set.
+ * Called inside a section (sock.h, rule 12), which it leaves. */
+static int refuse(struct tb_sock *s, int fd, int step, int64_t now)
 {
 	uint32_t w = tb_sock_word(s);
 	int64_t unused;
 
 	if (step == TB_STEP_RETRY_WINDOW) {
-		tb_log_reject(TB_PHASE_DEADLINE, &s->dest, fd, "retry_window");
+		struct tb_dest d = s->dest; /* under the caller's section (sock.h, rule 12) */
+
+		tb_sock_leave(s);
+		tb_log_reject(TB_PHASE_DEADLINE, &d, fd, "retry_window");
 		tb_sock_mark_expired(s, TB_ST_GEN(w), TB_PHASE_DEADLINE, fd);
 	} else {
+		tb_sock_leave(s);
 		tb_sock_expire(s, TB_ST_GEN(w), TB_WR, TB_PHASE_DEADLINE, fd, true, now, &unused);
 	}
 	/* The budget already knows (tb_budget_step told it): do not tell it twice. */
@@ -153,10 +162,17 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
 		return 0;
 	now = tb_now();
 	if (side == TB_WR && set->deadline_ns > 0) {
-		int step = step_call(s, set, now);
+		int step;
 
+		if (!tb_sock_enter(s, x->gen)) { /* closed under us: no longer ours to govern */
+			x->s = NULL;
+			errno = x->saved_errno;
+			return 0;
+		}
+		step = step_call(s, set, now);
 		if (step != TB_STEP_GO)
-			return tb_xfer_refuse(s, fd, step, now);
+			return refuse(s, fd, step, now); /* leaves the section */
+		tb_sock_leave(s);
 	}
 	if (!blocking)
 		return 0;
@@ -258,8 +274,7 @@ static unsigned feed(struct tb_sock *s, const struct tb_xfer *x, size_t r)
  * while awaiting is not an answer yet, and a session's reads are nobody's. Out of line: a
  * raw socket never comes here.
  */
-static __attribute__((noinline)) void framed_end(struct tb_sock *s, const struct tb_xfer *x,
-						 size_t r, unsigned fs)
+static void framed_end_in(struct tb_sock *s, const struct tb_xfer *x, size_t r, unsigned fs)
 {
 	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
 	unsigned ev = feed(s, x, r);
@@ -285,6 +300,16 @@ static __attribute__((noinline)) void framed_end(struct tb_sock *s, const struct
 		tb_sock_set_call(s, atomic_load_explicit(&s->call_start, memory_order_relaxed),
 				 TB_NEVER);
 	}
+}
+
+/* framed_end_in inside a section (sock.h, rule 12): the framing is rewritten on reuse. */
+static __attribute__((noinline)) void framed_end(struct tb_sock *s, const struct tb_xfer *x,
+						 size_t r, unsigned fs)
+{
+	if (!tb_sock_enter(s, x->gen))
+		return; /* closed (and perhaps reused) under us: its framing is not ours */
+	framed_end_in(s, x, r, fs);
+	tb_sock_leave(s);
 }
 
 ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r)

@@ -61,9 +61,6 @@ ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r);
  * on_timeout=eagain the first report on a socket is EAGAIN, every later one ETIMEDOUT. */
 int tb_xfer_timed_out(struct tb_sock *s);
 
-/* Fails a step that the thread's budget refused (deadline spent, retry window): logs it,
- * marks the socket expired for the deadline and shuts it down. Returns -1, errno set. */
-int tb_xfer_refuse(struct tb_sock *s, int fd, int step, int64_t now);
 
 /* A CONNECTING socket whose handshake the kernel reports done (getpeername succeeds: SO_ERROR
  * and a select result cannot tell a connected socket from one still connecting or failed)
