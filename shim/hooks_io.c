@@ -79,10 +79,67 @@ TB_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 		return tb_xfer_end(&x_, r_);                                                \
 	} while (0)
 
+/*
+ * A blocking send tried first without blocking: when the socket's buffer takes it all (a
+ * healthy peer: nearly always), no wait is begun, recorded or armed - one system call, as
+ * before, and a fraction of the bookkeeping. Otherwise the rest is sent blocking, under a
+ * wait begun then (tb_xfer_wait); the program sees one call that moved everything, or, as
+ * natively, the bytes that moved before an error or a signal ended it.
+ */
+static ssize_t send_rest(struct tb_xfer *x, int fd, const char *buf, size_t n, int flags,
+			 ssize_t r)
+{
+	size_t done = r > 0 ? (size_t)r : 0;
+	ssize_t more;
+
+	if (tb_xfer_wait(x) < 0) {
+		if (done == 0)
+			return -1;
+		errno = x->saved_errno; /* the cut is reported by the next call */
+		return (ssize_t)done;
+	}
+	more = tb_real.send(fd, buf + done, n - done, flags);
+	if (more < 0)
+		return done > 0 ? (ssize_t)done : -1;
+	return (ssize_t)done + more;
+}
+
+/* The program's own call: write(2), or send(2) with its own flags (own_flags < 0: write). */
+static ssize_t own_send(int fd, const void *buf, size_t n, int own_flags)
+{
+	return own_flags < 0 ? tb_real.write(fd, buf, n) : tb_real.send(fd, buf, n, own_flags);
+}
+
+static TB_SLOW ssize_t governed_send_try(struct tb_sock *s, int fd, const void *buf, size_t n,
+					  int own_flags)
+{
+	int flags = (own_flags < 0 ? 0 : own_flags) | MSG_NOSIGNAL;
+	struct tb_xfer x;
+	ssize_t r;
+
+	if (tb_xfer_begin(&x, s, fd, TB_WR, true) < 0)
+		return -1;
+	if (TB_UNLIKELY(x.s == NULL))
+		return own_send(fd, buf, n, own_flags); /* not ours (any more) */
+	r = tb_real.send(fd, buf, n, x.can_block ? flags | MSG_DONTWAIT : flags);
+	if (TB_UNLIKELY(r < 0 && errno == ENOTSOCK)) {
+		/* The number was closed unseen and now names a file or a pipe (see above). */
+		tb_xfer_abandon_stale(&x);
+		return own_send(fd, buf, n, own_flags);
+	}
+	x.sigpipe = own_flags < 0 || !(own_flags & MSG_NOSIGNAL);
+	x.peek = false;
+	tb_xfer_data(&x, buf, NULL, 0);
+	if (TB_UNLIKELY((size_t)r != n) && x.s != NULL && x.can_block &&
+	    (r >= 0 || errno == EAGAIN || errno == EWOULDBLOCK))
+		r = send_rest(&x, fd, buf, n, flags, r);
+	return tb_xfer_end(&x, r);
+}
+
 static TB_SLOW ssize_t governed_write(struct tb_sock *s, int fd, const void *buf, size_t n)
 {
 	/* write(2) on a connected stream socket is send(2) with no flags. */
-	GOVERNED_WRITE(buf, NULL, 0, tb_real.send(fd, buf, n, MSG_NOSIGNAL), tb_real.write(fd, buf, n));
+	return governed_send_try(s, fd, buf, n, -1);
 }
 
 TB_EXPORT ssize_t write(int fd, const void *buf, size_t n)
@@ -149,7 +206,9 @@ TB_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int fla
 
 static TB_SLOW ssize_t governed_send(struct tb_sock *s, int fd, const void *buf, size_t n, int flags)
 {
-	GOVERNED(TB_WR, flags & MSG_DONTWAIT, !(flags & MSG_NOSIGNAL), buf, NULL, 0, false, tb_real.send(fd, buf, n, flags | MSG_NOSIGNAL));
+	if (!(flags & MSG_DONTWAIT))
+		return governed_send_try(s, fd, buf, n, flags);
+	GOVERNED(TB_WR, true, !(flags & MSG_NOSIGNAL), buf, NULL, 0, false, tb_real.send(fd, buf, n, flags | MSG_NOSIGNAL));
 }
 
 TB_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)

@@ -126,15 +126,42 @@ static int step_call(struct tb_sock *s, const struct tb_settings *set, int64_t n
 	return step;
 }
 
+/* The blocking part of a begin: the thread's wait record, the socket's wait, the watchdog;
+ * or the expiry at once when the wait begins past it. Inlined: the record's frame address
+ * is that of tb_xfer_begin / tb_xfer_wait, one level below the hook (waits.h). */
+static inline __attribute__((always_inline)) int
+begin_wait(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side side, int64_t now)
+{
+	uintptr_t sp;
+	struct tb_expiry e;
+	int64_t unused;
+
+	/* Before wait_begin: an abandoned wait on this socket must not hold its count. */
+	sp = (uintptr_t)__builtin_frame_address(0);
+	x->rec_base = tb_waits_enter(sp);
+	e = tb_wd_wait_begin(s, side, fd, now);
+	if (TB_LIKELY(e.at > now)) {
+		x->rec = tb_waits_add(s, side, x->gen, sp);
+		x->waited = true;
+		return 0;
+	}
+	/* The wait begins after its expiry: fail at once, unless the data is already here. */
+	tb_sock_wait_end(s, side, now, false, x->gen);
+	if (side == TB_RD && tb_sock_rd_ready(fd)) {
+		errno = x->saved_errno;
+		return 0;
+	}
+	tb_sock_expire(s, x->gen, side, e.phase, fd, true, now, &unused);
+	return tb_xfer_timed_out(s);
+}
+
 int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side side,
 		  bool dontwait)
 {
 	uint32_t w = tb_sock_word(s);
 	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
 	bool blocking;
-	int64_t now, unused;
-	uintptr_t sp;
-	struct tb_expiry e;
+	int64_t now;
 
 	x->s = s;
 	x->fd = fd;
@@ -157,7 +184,8 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
 		}
 		return tb_xfer_timed_out(s);
 	}
-	blocking = !dontwait && !atomic_load_explicit(&s->nonblock, memory_order_relaxed);
+	x->can_block = !atomic_load_explicit(&s->nonblock, memory_order_relaxed);
+	blocking = !dontwait && x->can_block;
 	if (side == TB_RD && !blocking)
 		return 0;
 	now = tb_now();
@@ -176,24 +204,22 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
 	}
 	if (!blocking)
 		return 0;
-	/* Before wait_begin: an abandoned wait on this socket must not hold its count. */
-	sp = (uintptr_t)__builtin_frame_address(0);
-	x->rec_base = tb_waits_enter(sp);
-	e = tb_wd_wait_begin(s, side, fd, now);
-	if (TB_LIKELY(e.at > now)) {
-		x->rec = tb_waits_add(s, side, x->gen, sp);
-		x->waited = true;
-		return 0;
-	}
-	/* The wait begins after its expiry: fail at once, unless the data is already here. */
-	tb_sock_wait_end(s, side, now, false, x->gen);
-	if (side == TB_RD && tb_sock_rd_ready(fd)) {
-		errno = x->saved_errno;
-		return 0;
-	}
-	tb_sock_expire(s, TB_ST_GEN(w), side, e.phase, fd, true, now, &unused);
-	return tb_xfer_timed_out(s);
+	return begin_wait(x, s, fd, side, now);
 }
+
+int tb_xfer_wait(struct tb_xfer *x)
+{
+	struct tb_sock *s = x->s;
+
+	if (s == NULL)
+		return 0;
+	if (TB_ST_GEN(tb_sock_word(s)) != x->gen) {
+		x->s = NULL; /* closed under us: the rest is the program's own call */
+		return 0;
+	}
+	return begin_wait(x, s, x->fd, x->side, tb_now());
+}
+
 
 /* Publishes the framing's state for the expiry, the watchdog and the next step (sock.h, rule
  * 11). Under frame_flag. */

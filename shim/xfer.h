@@ -16,6 +16,7 @@ struct tb_xfer {
 	enum tb_side side;
 	uint32_t gen;      /* the socket's generation at begin: it may be closed under us */
 	bool waited;
+	bool can_block;    /* the program's socket is blocking (it may still call with DONTWAIT) */
 	int rec;           /* the wait's entry in the thread's record (waits.h), -1 none */
 	unsigned rec_base;
 	bool sigpipe;      /* the program's send would raise SIGPIPE (no MSG_NOSIGNAL of its own) */
@@ -56,6 +57,15 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
  * asked for it (x->sigpipe), exactly as the kernel would have.
  */
 ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r);
+
+/*
+ * A send tried at once without blocking (tb_xfer_begin with dontwait) moved fewer than the
+ * program's blocking call must: the rest blocks, as the program asked, under a wait that
+ * begins now. 0: go on (make the blocking call for the rest; x->s may have become NULL:
+ * the socket was closed meanwhile, the call is the program's own). -1: the wait expired
+ * as it began (the socket is cut; errno set).
+ */
+int tb_xfer_wait(struct tb_xfer *x);
 
 /* -1 with the timeout errno, telling the thread's budget once. For every hook. With
  * on_timeout=eagain the first report on a socket is EAGAIN, every later one ETIMEDOUT. */
