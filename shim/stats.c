@@ -421,42 +421,44 @@ static void complete(struct call *c)
 	tb_hist_record(&r->hist[TB_HIST_CALL], end - LOAD(c->begin));
 }
 
-void tb_stats_xfer(struct tb_sock *s, int side, ssize_t r)
+void tb_stats_sent(struct tb_sock *s, int64_t now)
 {
 	struct call *c = call_of(s);
 	bool response = atomic_load_explicit(&s->got_bytes, memory_order_relaxed);
+
+	if (c == NULL || (LOAD(c->req_at) != 0 && !response))
+		return; /* more of the same request: nothing to time */
+	if (LOAD(c->connected) == 0)
+		connected_at(c, now); /* a non-blocking connect: it completed by now */
+	if (response) { /* a new request on the same connection: a new call */
+		struct tb_stats_dest *row = row_at(c);
+
+		complete(c);
+		if (row != NULL)
+			ADD(row->calls);
+		STORE(c->done, false);
+		STORE(c->begin, now);
+		STORE(c->first_byte, 0);
+		STORE(c->last_rx, 0);
+	}
+	STORE(c->req_at, now);
+}
+
+void tb_stats_received(struct tb_sock *s, ssize_t r)
+{
+	struct call *c = call_of(s);
 	int64_t now;
 
-	if (c == NULL || r < 0)
+	if (c == NULL)
 		return;
 	if (r == 0) {
-		if (side == TB_RD)
-			complete(c);
-		return;
-	}
-	if (side == TB_WR) {
-		if (LOAD(c->req_at) != 0 && !response)
-			return; /* more of the same request: nothing to time */
-		now = tb_now();
-		if (LOAD(c->connected) == 0)
-			connected_at(c, now); /* a non-blocking connect: it completed by now */
-		if (response) { /* a new request on the same connection: a new call */
-			struct tb_stats_dest *row = row_at(c);
-
-			complete(c);
-			if (row != NULL)
-				ADD(row->calls);
-			STORE(c->done, false);
-			STORE(c->begin, now);
-			STORE(c->first_byte, 0);
-			STORE(c->last_rx, 0);
-		}
-		STORE(c->req_at, now);
+		complete(c);
 		return;
 	}
 	now = tb_now();
 	STORE(c->last_rx, now);
-	if (!response && LOAD(c->first_byte) == 0 && LOAD(c->req_at) != 0) {
+	if (LOAD(c->first_byte) == 0 && LOAD(c->req_at) != 0 &&
+	    !atomic_load_explicit(&s->got_bytes, memory_order_relaxed)) {
 		struct tb_stats_dest *row = row_at(c);
 
 		STORE(c->first_byte, now);

@@ -26,10 +26,13 @@ void tb_stats_call_begin(struct tb_sock *s, int64_t start);
 /* The handshake of s completed (a blocking connect returned 0). */
 void tb_stats_connected(struct tb_sock *s);
 
-/* A transfer on s returned r (bytes, 0 for EOF, -1); called before the socket's progress is
- * recorded, so s->got_bytes still tells whether this is the first byte of a response (or the
- * first byte of a new request). Reads the clock only on those edges and on each read. */
-void tb_stats_xfer(struct tb_sock *s, int side, ssize_t r);
+/* Called before the socket's progress is recorded, so s->got_bytes still tells whether this
+ * is the first byte of a response or of a new request. A send moved bytes; `begun` is when
+ * the program made the call (the transfer's own clock reading: no clock read here). */
+void tb_stats_sent(struct tb_sock *s, int64_t begun);
+
+/* A read returned r bytes (0: EOF). Reads the clock once (the response's last byte so far). */
+void tb_stats_received(struct tb_sock *s, ssize_t r);
 
 /* The watchdog (or a hook) cut s in `phase`: counts it, and keeps the call's timers for the
  * log line the cutter writes next (tb_stats_take_timers). */

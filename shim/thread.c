@@ -9,28 +9,23 @@
 
 struct tb_budget tb_proc_budget;
 
-static __thread struct tb_budget thread_budget __attribute__((tls_model("initial-exec")));
-static __thread int thread_tid __attribute__((tls_model("initial-exec")));
-static bool process_scope;
+__thread struct tb_budget tb_thread_budget __attribute__((tls_model("initial-exec")));
+__thread int tb_thread_tid __attribute__((tls_model("initial-exec")));
+bool tb_process_scope;
 /* The process timebox set up: 0 until tb_thread_setup. A vfork child reads its parent's. */
 static atomic_int self_pid;
 
 void tb_thread_setup(enum tb_scope scope)
 {
-	process_scope = scope == TB_SCOPE_PROCESS;
+	tb_process_scope = scope == TB_SCOPE_PROCESS;
 	atomic_store(&self_pid, (int)syscall(SYS_getpid));
 }
 
-struct tb_budget *tb_budget_here(void)
+/* First call of a thread (tb_tid): one gettid() for its lifetime. */
+int tb_tid_slow(void)
 {
-	return process_scope ? &tb_proc_budget : &thread_budget;
-}
-
-int tb_tid(void)
-{
-	if (thread_tid == 0)
-		thread_tid = (int)syscall(SYS_gettid);
-	return thread_tid;
+	tb_thread_tid = (int)syscall(SYS_gettid);
+	return tb_thread_tid;
 }
 
 bool tb_foreign_process(void)
@@ -43,8 +38,8 @@ bool tb_foreign_process(void)
 
 void tb_thread_fork_child(void)
 {
-	thread_tid = 0; /* the child's thread has a tid of its own */
-	memset(&thread_budget, 0, sizeof(thread_budget));
+	tb_thread_tid = 0; /* the child's thread has a tid of its own */
+	memset(&tb_thread_budget, 0, sizeof(tb_thread_budget));
 	if (atomic_load(&self_pid) != 0)
 		atomic_store(&self_pid, (int)syscall(SYS_getpid));
 }

@@ -14,11 +14,25 @@ extern struct tb_budget tb_proc_budget; /* scope=process */
  * id (until then tb_budget_here() is the thread's budget and nothing is foreign). */
 void tb_thread_setup(enum tb_scope scope);
 
+/* Per-thread state, read inline on the hot path (thread.c owns it). */
+extern __thread struct tb_budget tb_thread_budget
+	__attribute__((tls_model("initial-exec"), visibility("hidden")));
+extern __thread int tb_thread_tid __attribute__((tls_model("initial-exec"), visibility("hidden")));
+extern bool tb_process_scope;
+
+int tb_tid_slow(void);
+
 /* The calling thread's kernel id, cached per thread (one gettid() per thread lifetime). */
-int tb_tid(void);
+static inline int tb_tid(void)
+{
+	return tb_thread_tid != 0 ? tb_thread_tid : tb_tid_slow();
+}
 
 /* The budget that bounds the calling thread's governed operations. */
-struct tb_budget *tb_budget_here(void);
+static inline struct tb_budget *tb_budget_here(void)
+{
+	return tb_process_scope ? &tb_proc_budget : &tb_thread_budget;
+}
 
 /*
  * True in a process that shares timebox's memory without being the one it set up: a vfork

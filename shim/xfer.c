@@ -188,7 +188,7 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
 	blocking = !dontwait && x->can_block;
 	if (side == TB_RD && !blocking)
 		return 0;
-	now = tb_now();
+	now = x->now = tb_now();
 	if (side == TB_WR && set->deadline_ns > 0) {
 		int step;
 
@@ -358,7 +358,12 @@ ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r)
 		return r;
 	}
 	set = atomic_load_explicit(&s->set, memory_order_relaxed);
-	tb_stats_xfer(s, x->side, r);
+	if (x->side == TB_RD) {
+		if (r >= 0)
+			tb_stats_received(s, r);
+	} else if (r > 0) {
+		tb_stats_sent(s, x->now);
+	}
 	if (r > 0) {
 		unsigned fs = atomic_load_explicit(&s->frame_state, memory_order_relaxed);
 
