@@ -170,7 +170,14 @@ def test_observe_suggest_check_run():
                "TIMEBOX_CONNECT_TIMEOUT": "1ms", "TIMEBOX_STRICT": "1",
                "TIMEBOX_STATS_FILE": stats_file, "TIMEBOX_STATS_INTERVAL": "1s"}
         observed = start(["workload", srv.port, 9, 1], env, observe=True, config=hostile)
-        time.sleep(4.5)  # the pool is open and the histograms have thousands of calls
+        time.sleep(4.5)  # the pool is open and the histograms have hundreds of calls
+        # The gate is there only to count: a million slots, the pool's 8 held, no cut.
+        st = timebox("stats", observed.pid)
+        print(st.stdout)
+        row = st.stdout.splitlines()[-1].split()
+        assert st.returncode == 0 and row[0] == "127.0.0.1:%d" % srv.port, st
+        assert row[2:6] == [str(THREADS), "0", str(1000000 - THREADS), "1000000"], row
+        assert row[9] == "0/0/0/0/0/0", row
         sug = timebox("suggest", observed.pid, "--budget", "300ms", "--qps-window", "3s")
         client, err = finish(observed, 30)
 
