@@ -111,7 +111,7 @@ static void warn(struct tb_suggestion *s, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (s->nwarnings >= TB_SUGGEST_WARNINGS)
+	if (s == NULL || s->nwarnings >= TB_SUGGEST_WARNINGS)
 		return;
 	va_start(ap, fmt);
 	vsnprintf(s->warning[s->nwarnings++], TB_SUGGEST_WHY, fmt, ap);
@@ -121,7 +121,8 @@ static void warn(struct tb_suggestion *s, const char *fmt, ...)
 /*
  * The seed's factor on a p99, 1.5 to 2: the smallest that also covers the observed p99.9,
  * so that a tight distribution gets the tight limit and a long tail the room it needs.
- * Without TB_SUGGEST_TAIL_CALLS calls the p99.9 is not measured: 2, the safe end.
+ * Without TB_SUGGEST_TAIL_CALLS calls the p99.9 is not measured: 2, the safe end. A tail
+ * beyond 2 x p99 is a warning in s (none when s is NULL). The reason goes to why.
  */
 static double factor(const struct tb_dist *d, int64_t p99, int64_t p999, const char *what,
 		     char *why, size_t len, struct tb_suggestion *s)
@@ -193,7 +194,7 @@ static void choose_phases(const struct tb_suggest_in *in, struct tb_suggestion *
 		char g[200];
 		double cf = factor(&in->connect, s->connect_p99,
 				   tb_dist_quantile_ns(&in->connect, 0.999), "connect", g,
-				   sizeof(g), s);
+				   sizeof(g), NULL); /* a slow handshake's warning: the floor's */
 		int64_t c = up_ms(cf * (double)s->connect_p99);
 
 		if (c < TB_SUGGEST_CONNECT_FLOOR_NS) {

@@ -119,8 +119,13 @@ SELF = os.path.abspath(__file__)
 
 
 def start(args, env_extra=None, observe=False, config=None):
+    """This file as a program under `timebox run` (a sanitized build's runtime first in
+    LD_PRELOAD, as its user would set it)."""
     env = lib.native_env(env_extra, clean=True)
     env.update({"TIMEBOX_LIBRARY": lib.LIB})
+    if lib.SANITIZE:
+        lib.sanitizer_options(env)
+        env["LD_PRELOAD"] = " ".join(lib.sanitizer_preload())
     cmd = [lib.LAUNCHER, "run"]
     if observe:
         cmd.append("--observe")
@@ -155,6 +160,7 @@ def timebox(*args, timeout=30):
 
 @lib.timeout(90)
 def test_observe_suggest_check_run():
+    lib.require_runs_with_sanitizer([sys.executable, "-c", "pass"])
     workdir = tempfile.mkdtemp(prefix="tb-observe-")
     stats_file = os.path.join(workdir, "app.prom")
     with FaultServer(blackhole=False) as srv:
