@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "duration.h"
+#include "settings.h"
 
 #define MS INT64_C(1000000)
 
@@ -187,8 +188,12 @@ static void choose_phases(const struct tb_suggest_in *in, struct tb_suggestion *
 		say(s->read.why, "%.2f x the first-byte p99 %s: no call was seen to its end, so "
 		    "the wait for the answer bounds the gaps (%s)", s->call_factor,
 		    t(rp99, a, sizeof(a)), f);
-	if (s->read.ns < s->first_byte.ns)
+	if (s->read.ns < s->first_byte.ns) {
+		/* A call is never shorter than its wait for the first byte; the factors differ. */
 		s->read.ns = s->first_byte.ns;
+		say(s->read.why, "first_byte_timeout's value: %.2f x the call's p99 %s would be "
+		    "below it (%s)", s->call_factor, t(rp99, a, sizeof(a)), f);
+	}
 
 	if (s->connect_p99 >= 0) {
 		char g[200];
@@ -235,7 +240,9 @@ static void choose_gate(const struct tb_suggest_in *in, struct tb_suggestion *s)
 		want++;
 	if (want < 1)
 		want = 1;
-	if (in->leased > want) {
+	if (want > TB_MAX_CONNS_LIMIT)
+		want = TB_MAX_CONNS_LIMIT; /* the largest count a setting takes */
+	if (in->leased > want && in->leased <= TB_MAX_CONNS_LIMIT) {
 		s->max_conns = (int)in->leased;
 		say(s->why_max_conns, "the %ld connections the program held open when read: "
 		    "Little's law asks only %ld (%.1f calls/s x the call's p99 %s x 1.5), but a "
