@@ -345,7 +345,11 @@ static int explain(const struct tb_config *c, const char *text)
 		       r->line[TB_FIELD_ENABLED]);
 		return 0;
 	}
-	if (!tb_settings_any_limit(&r->set))
+	if (r->set.observe)
+		printf("observe = true (%s): measured, never limited; the values below are "
+		       "what applies\n", r->origin[tb_env_find("TIMEBOX_OBSERVE", 0) - tb_env_vars] >=
+					   TB_ORIGIN_ENV ? "the environment" : "the file's defaults");
+	else if (!tb_settings_any_limit(&r->set))
 		printf("no limit is set: timebox leaves this destination alone\n");
 	for (int f = 0; f < tb_config_env_fields(); f++) {
 		char v[300], o[300];

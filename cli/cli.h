@@ -37,6 +37,21 @@ int tb_plan_main(int argc, char **argv);
 /* `timebox stats [PID] ...` (argv[0] is "stats"). Returns the exit status. */
 int tb_stats_main(int argc, char **argv);
 
+struct tb_stats_seg;
+
+/*
+ * Maps the statistics segment of process pid the way `timebox stats PID` does - after
+ * removing the segments of processes that are gone - and asks the process to refresh its
+ * gauges (200 ms at most). Returns NULL after writing why (len bytes). Unmap it with
+ * tb_cli_stats_close; tb_cli_stats_refresh asks for fresh gauges again.
+ */
+struct tb_stats_seg *tb_cli_stats_open(int pid, char *why, size_t len);
+void tb_cli_stats_refresh(struct tb_stats_seg *seg);
+void tb_cli_stats_close(struct tb_stats_seg *seg);
+
+/* `timebox suggest PID|STATS-FILE ...` (argv[0] is "suggest"). Returns the exit status. */
+int tb_suggest_main(int argc, char **argv);
+
 /*
  * Checks that LD_PRELOAD can reach the program `file` (a path found on PATH): not static, not
  * Go, not setuid/setgid or with file capabilities; for a #! script, the same for its

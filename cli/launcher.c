@@ -84,6 +84,8 @@ static void usage(FILE *out)
 		"       timebox check --explain DEST [FILE]\n"
 		"       timebox plan [OPTIONS] --downstream BEHAVIOUR  (see timebox plan --help)\n"
 		"       timebox stats [PID [--watch DURATION] [--prom]]  (governed processes' counters)\n"
+		"       timebox run --observe [OPTIONS] [--] COMMAND  (measure only: nothing is cut)\n"
+		"       timebox suggest PID|STATS-FILE [--budget DURATION] [--qps-window DURATION]\n"
 		"       timebox --help | --version\n"
 		"\n"
 		"Runs COMMAND with libtimebox.so preloaded, adding timeouts to its TCP calls.\n"
@@ -112,6 +114,13 @@ static void usage(FILE *out)
 		"      curl -s http://backend:8080/\n"
 		"  TIMEBOX_DEADLINE=5s timebox run --scope=process -- python3 batch.py\n"
 		"  timebox run --read-timeout 2s --strict redis-cli -h cache GET key\n"
+		"\n"
+		"Observe, then suggest: with --observe every limit and the gate's bounds are off,\n"
+		"whether set by option, environment or configuration file, and a bad setting never\n"
+		"stops the program; only the statistics are kept (timebox stats PID).\n"
+		"  timebox run --observe -- ./service &\n"
+		"  timebox suggest $! --budget 300ms --qps-window 1m > service.conf\n"
+		"  timebox check service.conf && timebox run --config service.conf -- ./service\n"
 		"\n"
 		"Before it runs COMMAND, timebox refuses (exit 2) a program that LD_PRELOAD cannot\n"
 		"reach: statically linked, Go, setuid/setgid or with file capabilities (or a #!\n"
@@ -428,6 +437,8 @@ int main(int argc, char **argv)
 		return tb_plan_main(argc - 1, argv + 1);
 	if (strcmp(argv[1], "stats") == 0)
 		return tb_stats_main(argc - 1, argv + 1);
+	if (strcmp(argv[1], "suggest") == 0)
+		return tb_suggest_main(argc - 1, argv + 1);
 	fprintf(stderr, "timebox: unknown command '%s'\n\n", argv[1]);
 	usage(stderr);
 	return EXIT_USAGE;

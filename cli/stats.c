@@ -242,6 +242,30 @@ static int prom(const struct tb_stats_seg *seg)
 	return EXIT_SUCCESS;
 }
 
+struct tb_stats_seg *tb_cli_stats_open(int pid, char *why, size_t len)
+{
+	char dir[300];
+	struct tb_stats_seg *seg;
+
+	stats_dir(dir, sizeof(dir));
+	clean_dead(dir, true);
+	seg = map_seg(dir, pid, why, len);
+	if (seg != NULL)
+		refresh(seg);
+	return seg;
+}
+
+void tb_cli_stats_refresh(struct tb_stats_seg *seg)
+{
+	refresh(seg);
+}
+
+void tb_cli_stats_close(struct tb_stats_seg *seg)
+{
+	if (seg != NULL)
+		munmap(seg, sizeof(*seg));
+}
+
 int tb_stats_main(int argc, char **argv)
 {
 	char dir[300], why[600];
@@ -280,13 +304,11 @@ int tb_stats_main(int argc, char **argv)
 		}
 		return list(dir);
 	}
-	clean_dead(dir, true);
-	seg = map_seg(dir, (int)pid, why, sizeof(why));
+	seg = tb_cli_stats_open((int)pid, why, sizeof(why));
 	if (seg == NULL) {
 		fprintf(stderr, "timebox stats: %s\n", why);
 		return EXIT_FAILURE;
 	}
-	refresh(seg);
 	if (as_prom)
 		return prom(seg);
 	for (;;) {

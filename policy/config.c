@@ -16,7 +16,7 @@
  * defaults' value can apply. */
 static const char *const process_keys[] = { "scope", "log", "log_level", "strict", "dns_timeout",
 					    "log_format", "log_rate", "stats_file", "stats_interval",
-					    NULL };
+					    "observe", NULL };
 
 static const char *const extra_keys[] = {
 	[TB_FIELD_ENABLED - TB_FIELD_ENABLED] = "enabled",

@@ -60,6 +60,8 @@ const struct tb_env_var tb_env_vars[] = {
 	  "keep this file written with the Prometheus metrics (absolute path; default: off)" },
 	{ "TIMEBOX_STATS_INTERVAL", "--stats-interval", TB_ENV_DURATION, AT(stats_interval_ns),
 	  "how often the stats file is rewritten (default 10s)" },
+	{ "TIMEBOX_OBSERVE", "--observe", TB_ENV_BOOL, AT(observe),
+	  "measure every destination, govern none: no limit, no gate, no refusal (timebox suggest)" },
 	{ "TIMEBOX_STRICT", "--strict", TB_ENV_BOOL, AT(strict),
 	  "refuse to run the program when a setting is bad, instead of running it unguarded" },
 	{ "TIMEBOX_CONFIG", "--config", TB_ENV_PATH, TB_ENV_NO_FIELD,

@@ -241,8 +241,8 @@ size_t tb_lint_scope(const struct tb_resolved *r, const char *scope, int line, i
 {
 	struct sink s = { out, max, 0, scope, line };
 
-	if (!r->enabled || !tb_settings_any_limit(&r->set))
-		return 0;
+	if (!r->enabled || !tb_settings_any_limit(&r->set) || r->set.observe)
+		return 0; /* observe: nothing is limited, so no budget to lint */
 	lint_deadline(&s, r, inbound_ns);
 	lint_gate(&s, r);
 	lint_protocol(&s, r);

@@ -28,6 +28,19 @@ void tb_settings_finish(struct tb_settings *s)
 		s->first_byte_ns = s->read_ns;
 	if (s->dns_ns < 0)
 		s->dns_ns = s->connect_ns;
+	if (s->observe) {
+		/* Tracked (the statistics need it) but bounded by nothing. The gate stays, at a
+		 * size no program reaches, because its leased gauge is the only count of the
+		 * connections a program holds open at once: `timebox suggest` sizes max_conns no
+		 * lower than that. A shared gate would cost a file per destination: not here. */
+		s->dns_ns = s->connect_ns = s->write_ns = 0;
+		s->first_byte_ns = s->read_ns = s->deadline_ns = s->acquire_ns = 0;
+		s->retry_window_ns = -1;
+		s->max_conns = TB_MAX_CONNS_LIMIT;
+		s->max_pending = 0;
+		s->gate_shared = false;
+		s->strict = false;
+	}
 }
 
 bool tb_settings_any_limit(const struct tb_settings *s)

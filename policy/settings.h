@@ -66,6 +66,9 @@ struct tb_settings {
 	char stats_path[TB_LOG_PATH_MAX]; /* the Prometheus file to keep written, or "" */
 	int64_t stats_interval_ns; /* how often stats_path is rewritten */
 	bool strict;
+	/* Measure, govern nothing (TIMEBOX_OBSERVE): tb_settings_finish turns every limit off
+	 * and makes the gate too large to fill, so sockets are tracked and counted only. */
+	bool observe;
 	/* enum tb_proto (frame.h): what a socket speaks; auto (0, the default) detects it.
 	 * A forced `session` also makes read_ns the session's inactivity limit. */
 	uint8_t protocol;
@@ -75,7 +78,8 @@ struct tb_settings {
 void tb_settings_init(struct tb_settings *s);
 
 /* Resolves the "not set" markers (first_byte falls back to read, dns to connect). Call once
- * after parsing. */
+ * after parsing. With `observe` it also clears every limit, the gate's bounds and `strict`:
+ * what a setting said no longer applies (an observed program is never cut, never refused). */
 void tb_settings_finish(struct tb_settings *s);
 
 /* True when a phase limit (dns included), the deadline or a gate is set: otherwise nothing

@@ -157,7 +157,8 @@ static int configure_file(struct tb_settings *cfg, bool strict, bool *strict_out
 		return 1;
 	}
 	*strict_out = c->defaults.set.strict;
-	strict = strict || c->defaults.set.strict;
+	/* The file's own `observe` (a process-wide key) drops strictness like the variable's. */
+	strict = (strict || c->defaults.set.strict) && !c->defaults.set.observe;
 	for (int i = 0; p != NULL && i < p->count && i < MAX_REPORTED; i++)
 		tb_log_config_file_error(path, p->e[i].line, p->e[i].has_key ? p->e[i].key : NULL,
 					 p->e[i].value, p->e[i].why,
@@ -179,20 +180,27 @@ static void report_env(void *ctx, const char *name, const char *value, const cha
 
 bool tb_configure(void)
 {
-	const char *strict_text = getenv("TIMEBOX_STRICT");
+	const char *strict_text = getenv("TIMEBOX_STRICT"), *observe_text = getenv("TIMEBOX_OBSERVE");
 	struct tb_settings scratch;
 	bool strict = false, file_strict;
 	int errors;
 
-	/* Strictness first: it decides what the other errors say they do. */
+	/* Strictness first: it decides what the other errors say they do. An observed process
+	 * (TIMEBOX_OBSERVE) is never refused: nothing would be governed anyway. */
 	tb_settings_init(&scratch);
 	if (strict_text != NULL &&
 	    tb_env_apply(&scratch, tb_env_find("TIMEBOX_STRICT", 0), strict_text, NULL, NULL) == 0)
 		strict = scratch.strict;
+	if (observe_text != NULL &&
+	    tb_env_apply(&scratch, tb_env_find("TIMEBOX_OBSERVE", 0), observe_text, NULL,
+			 NULL) == 0 && scratch.observe)
+		strict = false;
 	errors = tb_env_load(&tb_default_settings, tb_env_getenv, NULL, report_env, &strict);
 	errors += tb_env_check_unknown(environ, report_env, &strict);
 	errors += configure_file(&tb_default_settings, strict || tb_default_settings.strict,
 				 &file_strict);
+	if (tb_default_settings.observe)
+		return true;
 	return errors == 0 || !(strict || tb_default_settings.strict || file_strict);
 }
 
