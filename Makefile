@@ -23,9 +23,16 @@ CFLAGS    ?= -O2 -g
 BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -DTB_VERSION='"$(VERSION)"' $(WARN) $(CFLAGS) \
              -fPIC -fvisibility=hidden -pthread
 LDLIBS_LIB = -lconfig -ldl -pthread
+# The library is linked with link-time optimisation: the runtime calls many small policy
+# functions on every governed transfer (a phase's limit, an idle expiry, the budget's step),
+# and inlining them across files takes ~100 instructions off each exchange (make bench).
+# Fat objects: the unit tests and the launcher link the same objects without it. Not in
+# sanitizer builds, whose instrumented code is checked as compiled.
+LTO       := -flto=auto -ffat-lto-objects
 ifneq ($(SANITIZE),)
 BASE_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
 SAN_LDFLAGS := -fsanitize=$(SANITIZE)
+LTO       :=
 endif
 
 # Three layers, one folder each, each with its own include path so that a wrong include
@@ -74,10 +81,10 @@ all: $(LIB) $(LAUNCHER)
 
 $(BUILD)/obj/policy/%.o: policy/%.c $(wildcard policy/*.h) Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) -Ipolicy -c $< -o $@
+	$(CC) $(BASE_CFLAGS) $(LTO) -Ipolicy -c $< -o $@
 $(BUILD)/obj/shim/%.o: shim/%.c $(wildcard shim/*.h policy/*.h include/*.h) Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) -Ishim -Ipolicy -Iinclude -c $< -o $@
+	$(CC) $(BASE_CFLAGS) $(LTO) -Ishim -Ipolicy -Iinclude -c $< -o $@
 $(BUILD)/obj/cli/%.o: cli/%.c $(wildcard cli/*.h policy/*.h) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -Icli -Ipolicy -c $< -o $@
@@ -91,7 +98,7 @@ $(BUILD)/exports.map: $(RUNTIME_SRCS)
 
 $(LIB): $(LIB_POLICY_OBJS) $(RUNTIME_OBJS) $(BUILD)/exports.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared $(SAN_LDFLAGS) -Wl,-z,defs -Wl,-soname,libtimebox.so \
+	$(CC) -shared $(LTO) $(CFLAGS) -fPIC $(SAN_LDFLAGS) -Wl,-z,defs -Wl,-soname,libtimebox.so \
 		-Wl,--version-script=$(BUILD)/exports.map -o $@ $(LIB_POLICY_OBJS) $(RUNTIME_OBJS) $(LDLIBS_LIB)
 
 $(LAUNCHER): $(CLI_OBJS) $(POLICY_OBJS)

@@ -36,7 +36,7 @@
  * Written by the threads that use the socket (the last writer wins, like the socket's own
  * call times, sock.h rule 9), read by the watchdog at a cut: relaxed atomics. 0: not yet. */
 struct call {
-	atomic_int row;              /* index in seg->d + 1; 0: none (zeroed memory) */
+	_Atomic(struct tb_stats_dest *) row; /* its destination's row; NULL: none */
 	atomic_bool done;            /* the call's completion was counted */
 	_Atomic int64_t begin;       /* the call's start (gate wait included) */
 	_Atomic int64_t connect_at;  /* the handshake's start */
@@ -56,6 +56,8 @@ enum { SEG_NONE, SEG_OPENING, SEG_READY, SEG_FAILED };
 static atomic_int seg_state;
 static struct tb_stats_seg *seg;
 static struct call *calls;
+/* `calls` once the segment is ready (release): the transfers' one load (call_of). */
+static _Atomic(struct call *) calls_ready;
 static struct tb_dest keys[TB_STATS_DESTS]; /* process-local: the row's tb_dest */
 static char seg_name[32];
 static char stats_path[TB_LOG_PATH_MAX];
@@ -333,6 +335,7 @@ static bool ready(void)
 	atomic_store_explicit(&seg->magic, TB_STATS_MAGIC, memory_order_release);
 	atexit(remove_segment);
 	atomic_store_explicit(&seg_state, SEG_READY, memory_order_release);
+	atomic_store_explicit(&calls_ready, calls, memory_order_release);
 	start_thread();
 	return true;
 fail: {
@@ -349,17 +352,16 @@ fail: {
 
 static struct call *call_of(struct tb_sock *s)
 {
-	if (TB_UNLIKELY(atomic_load_explicit(&seg_state, memory_order_acquire) != SEG_READY) ||
-	    s->index >= CALLS_MAX)
+	struct call *base = atomic_load_explicit(&calls_ready, memory_order_acquire);
+
+	if (TB_UNLIKELY(base == NULL) || s->index >= CALLS_MAX)
 		return NULL;
-	return &calls[s->index];
+	return &base[s->index];
 }
 
 static struct tb_stats_dest *row_at(struct call *c)
 {
-	int i = atomic_load_explicit(&c->row, memory_order_relaxed) - 1;
-
-	return i >= 0 && i < TB_STATS_DESTS ? &seg->d[i] : NULL;
+	return atomic_load_explicit(&c->row, memory_order_relaxed);
 }
 
 #define ADD(field) atomic_fetch_add_explicit(&(field), 1, memory_order_relaxed)
@@ -376,7 +378,7 @@ void tb_stats_call_begin(struct tb_sock *s, int64_t start)
 		return;
 	i = row_of(&s->dest);
 	at = LOAD(s->connect_start);
-	STORE(c->row, i + 1);
+	STORE(c->row, i >= 0 ? &seg->d[i] : NULL);
 	STORE(c->done, false);
 	STORE(c->begin, start < at ? start : at);
 	STORE(c->connect_at, at);

@@ -173,7 +173,8 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
 	x->buf = NULL; /* the hook names what moves (tb_xfer_data); a caller that cannot (stdio's */
 	x->iov = NULL; /* own reads and writes) leaves the bytes unseen by the framing */
 	x->iovcnt = 0;
-	x->saved_errno = errno;
+	x->errp = &errno; /* one look-up of the thread's errno for the whole transfer */
+	x->saved_errno = *x->errp;
 	if (TB_UNLIKELY(TB_ST(w) == TB_ST_EXPIRED)) {
 		/* An EXPIRED slot may be stale: the program closed the fd where we could not
 		 * see it and the number now names something else. */
@@ -342,7 +343,7 @@ ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r)
 {
 	struct tb_sock *s = x->s;
 	const struct tb_settings *set;
-	int err = errno;
+	int err = *x->errp;
 
 	if (x->waited) {
 		/* Unless the wait was ended for us (a nested handler judged it abandoned). */
@@ -354,7 +355,7 @@ ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r)
 	if (s == NULL) {
 		if (r < 0 && err == EPIPE && x->sigpipe)
 			raise(SIGPIPE);
-		errno = err;
+		*x->errp = err;
 		return r;
 	}
 	set = atomic_load_explicit(&s->set, memory_order_relaxed);
@@ -375,7 +376,7 @@ ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r)
 			framed_end(s, x, (size_t)r, fs);
 		else if (x->side == TB_RD) /* unframed: any byte read answers the call */
 			tb_budget_on_response(tb_budget_here(), set);
-		errno = x->saved_errno;
+		*x->errp = x->saved_errno;
 		return r;
 	}
 	if (x->waited)
@@ -388,14 +389,14 @@ ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r)
 		/* The peer closed: a body delimited by EOF ends here. */
 		if (x->side == TB_RD && (fs & TB_FS_STATE) != TB_FRAME_RAW)
 			framed_end(s, x, 0, fs);
-		errno = x->saved_errno;
+		*x->errp = x->saved_errno;
 		return 0;
 	}
 	if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR)
 		tb_budget_on_failure(tb_budget_here(), set);
 	if (err == EPIPE && x->sigpipe)
 		raise(SIGPIPE);
-	errno = err;
+	*x->errp = err;
 	return r;
 }
 

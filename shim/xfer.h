@@ -22,6 +22,7 @@ struct tb_xfer {
 	bool sigpipe;      /* the program's send would raise SIGPIPE (no MSG_NOSIGNAL of its own) */
 	bool peek;         /* MSG_PEEK: the bytes will be read again, not fed to the framing */
 	int saved_errno;
+	int *errp;         /* &errno of the calling thread (set by tb_xfer_begin) */
 	int64_t now;       /* when the call began (set for sends and blocking reads) */
 	/* What moved, for the framing (tb_xfer_data): one buffer, or an iovec; neither: the
 	 * bytes are unseen (framing counts them inside a body, gives up elsewhere). */
