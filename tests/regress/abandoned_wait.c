@@ -26,16 +26,32 @@ static int lfd, port;
 static sigjmp_buf jump;
 static atomic_int reader_tid;
 
-/* Echoes each line back, except lines starting with "stall", which get no answer. */
+/* Echoes each line back, except lines starting with "stall", which get no answer. Line by
+ * line: on a loaded machine "stall\n" and the next "ping\n" can arrive in one read. */
 static void *echo(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
 	char buf[256];
+	size_t have = 0;
 	ssize_t n;
 
-	while ((n = read(fd, buf, sizeof(buf))) > 0)
-		if (strncmp(buf, "stall", 5) != 0 && write(fd, buf, (size_t)n) != n)
+	while ((n = read(fd, buf + have, sizeof(buf) - have)) > 0) {
+		char *line = buf, *nl;
+
+		have += (size_t)n;
+		while ((nl = memchr(line, '\n', have - (size_t)(line - buf))) != NULL) {
+			size_t len = (size_t)(nl - line) + 1;
+
+			if (strncmp(line, "stall", 5) != 0 && write(fd, line, len) != (ssize_t)len)
+				goto out;
+			line = nl + 1;
+		}
+		have -= (size_t)(line - buf);
+		memmove(buf, line, have);
+		if (have == sizeof(buf))
 			break;
+	}
+out:
 	close(fd);
 	return NULL;
 }
