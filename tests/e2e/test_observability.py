@@ -167,7 +167,9 @@ def test_rate_limit_then_one_suppressed_count():
 def test_stats_pid_shows_the_gate():
     env = {"TIMEBOX_MAX_CONNS": 5}
     with FaultServer() as srv:
-        p = start_blockcli(["--port", srv.port, "--path", "/delay?ms=3000", "--threads", 8],
+        # The holders' calls last 20 s: the picture holds still while a loaded machine
+        # starts the client and reads its statistics (the client is killed at the end).
+        p = start_blockcli(["--port", srv.port, "--path", "/delay?ms=20000", "--threads", 8],
                            env)
         try:
             rows = []
@@ -182,7 +184,7 @@ def test_stats_pid_shows_the_gate():
                 # connects that took the slots: wait for those too.
                 return (rows and rows[0]["LEASED"] == "5" and rows[0]["PENDING"] == "3"
                         and rows[0]["CALLS"] == "5")
-            lib.wait_for(held, timeout=2.5, what="leased=5 pending=3 calls=5 in timebox stats")
+            lib.wait_for(held, timeout=15, what="leased=5 pending=3 calls=5 in timebox stats")
             out = timebox("stats", p.pid)
             print(out.stdout)
             r = rows[0]
