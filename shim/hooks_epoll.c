@@ -113,7 +113,8 @@ static bool take(void *ctx, int fd, uint32_t events, uint64_t tag, uint64_t data
 		w = tb_sock_word(s);
 		connecting = TB_ST(w) == TB_ST_CONNECTING;
 	}
-	rd = !connecting && (events & (EPOLLIN | EPOLLPRI | EPOLLRDHUP));
+	rd = !connecting && (events & (EPOLLIN | EPOLLPRI | EPOLLRDHUP)) &&
+	     tb_xfer_polled_read_governed(s, TB_ST_GEN(w));
 	wr = connecting || ((events & EPOLLOUT) && !(events & EPOLLET));
 	if (!ws->waits && !connecting && !(events & EPOLLONESHOT))
 		return true;

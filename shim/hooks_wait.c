@@ -63,6 +63,8 @@ static void mark(struct waitset *ws, struct tb_sock *s, int fd, int index, bool 
 		rd = false;
 		wr = true; /* the handshake: one wait, on the connect phase */
 	}
+	if (rd && !tb_xfer_polled_read_governed(s, TB_ST_GEN(w)))
+		rd = false;
 	if ((!rd && !wr) || ws->n == WAITSET_MAX)
 		return;
 	if (!ws->entered) {

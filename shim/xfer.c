@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -69,6 +70,33 @@ static int refuse(struct tb_sock *s, int fd, int step, int64_t now)
 	}
 	/* The budget already knows (tb_budget_step told it): do not tell it twice. */
 	return deliver(s, false);
+}
+
+static __attribute__((noinline, cold)) void note_tls_answered(struct tb_sock *s, uint32_t gen)
+{
+	char dest[TB_DEST_STRLEN], body[512];
+
+	if (!tb_sock_enter(s, gen))
+		return;
+	tb_dest_format(&s->dest, dest, sizeof(dest));
+	tb_sock_leave(s);
+	snprintf(body, sizeof(body), "event=notice what=tls_answered_wait dest=%s "
+		 "effect=\"waits in poll, select and epoll on a TLS connection after its answer "
+		 "are not governed (HTTP inside TLS is invisible: an idle pooled connection and a "
+		 "stalled body look alike); blocking reads stay governed\"", dest);
+	tb_log_error(body);
+}
+
+bool tb_xfer_polled_read_governed(struct tb_sock *s, uint32_t gen)
+{
+	static atomic_bool told;
+	unsigned fs = atomic_load_explicit(&s->frame_state, memory_order_relaxed);
+
+	if (TB_LIKELY((fs & TB_FS_STATE) != TB_FRAME_ANSWERED))
+		return true;
+	if (!atomic_load_explicit(&told, memory_order_relaxed) && !atomic_exchange(&told, true))
+		note_tls_answered(s, gen);
+	return false;
 }
 
 void tb_xfer_confirm_open(struct tb_sock *s, int fd)

@@ -69,6 +69,15 @@ ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r);
  */
 int tb_xfer_wait(struct tb_xfer *x);
 
+/*
+ * Whether a multiplexed wait (poll, select, epoll) for reading governs s, which began
+ * generation gen. Not after a TLS connection's answer came back (framing ANSWERED): HTTP
+ * inside TLS is invisible, and an idle pooled connection an event loop watches for the
+ * server's close looks like a stalled body - timebox stops governing those waits and says
+ * so once per process. Blocking reads stay governed.
+ */
+bool tb_xfer_polled_read_governed(struct tb_sock *s, uint32_t gen);
+
 /* -1 with the timeout errno, telling the thread's budget once. For every hook. With
  * on_timeout=eagain the first report on a socket is EAGAIN, every later one ETIMEDOUT. */
 int tb_xfer_timed_out(struct tb_sock *s);

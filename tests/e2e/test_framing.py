@@ -197,12 +197,16 @@ class KeepAliveServer:
     """HTTP/1.1 keep-alive on 127.0.0.1: GET /ok answers "ok\\n" (Content-Length) and keeps
     the connection; GET /stall sends its headers and 10 of 100 body bytes, then stalls."""
 
-    def __init__(self):
+    def __init__(self, certs=None):
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(8)
         self.port = self.sock.getsockname()[1]
         self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.ctx = None
+        if certs is not None:  # the same server over TLS
+            self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.ctx.load_cert_chain(certs.cert, certs.key)
 
     def __enter__(self):
         self.thread.start()
@@ -223,6 +227,8 @@ class KeepAliveServer:
     def _one(self, conn):
         buf = b""
         try:
+            if self.ctx is not None:
+                conn = self.ctx.wrap_socket(conn, server_side=True)
             while True:
                 while b"\r\n\r\n" not in buf:
                     data = conn.recv(4096)
@@ -245,9 +251,11 @@ class KeepAliveServer:
 # IDLE_MS (a loop that waits for other work), then another request on it, then (argv[2]
 # == "stall") a request whose answer stalls mid-body, read through poll.
 POLL_CLIENT = r'''
-import select, socket, sys, time
+import select, socket, ssl, sys, time
 port, idle_ms, last = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 s = socket.create_connection(("127.0.0.1", port))
+if len(sys.argv) > 4 and sys.argv[4] == "tls":
+    s = ssl._create_unverified_context().wrap_socket(s, server_hostname="localhost")
 p = select.poll()
 p.register(s, select.POLLIN)
 
@@ -282,10 +290,10 @@ if last == "stall":
 '''
 
 
-def poll_client(port, last, env):
+def poll_client(port, last, env, tls=False):
     need("python3")
-    return lib.run(["python3", "-c", POLL_CLIENT, str(port), "3000", last], env=env,
-                   timeout=30)
+    return lib.run(["python3", "-c", POLL_CLIENT, str(port), "3000", last]
+                   + (["tls"] if tls else []), env=env, timeout=30)
 
 
 @lib.timeout(60)
@@ -299,6 +307,23 @@ def test_poll_idle_keepalive_rests():
         assert res.stdout.startswith("ok\nidle events=[] after "), res
         assert res.stdout.endswith("ok\n"), res
         assert lib.tb_lines(res.stderr) == [], res
+
+
+@lib.timeout(60)
+def test_poll_idle_tls_keepalive_is_not_cut():
+    """The same over TLS, where the framing cannot see HTTP: once application data came
+    back, a wait in poll/select/epoll on the connection is not governed (a pooled TLS
+    connection an event loop watches for the server's close is never cut); the program is
+    told once. Blocking reads stay governed."""
+    with SelfSigned() as certs, KeepAliveServer(certs) as srv:
+        res = poll_client(srv.port, "ok", lib.preload_env(
+            {"TIMEBOX_READ_TIMEOUT": "1s", "TIMEBOX_DEADLINE": "1s"}), tls=True)
+        assert res.returncode == 0, res
+        assert res.stdout.startswith("ok\nidle events=[] after "), res
+        assert res.stdout.endswith("ok\n"), res
+        assert not lib.tb_records(res.stderr, event="timeout"), res
+        notes = [r for r in lib.tb_records(res.stderr) if r.get("what") == "tls_answered_wait"]
+        assert len(notes) == 1, res
 
 
 @lib.timeout(60)
