@@ -282,7 +282,11 @@ static TB_SLOW void ctl_governed(int epfd, int op, int fd, const struct epoll_ev
 	struct tb_epset *set;
 	int saved = errno;
 
-	if (tb_foreign_process())
+	/* A vfork child changes none of the parent's bookkeeping - but MOD is skipped from the
+	 * check, which costs a getpid system call: event loops modify on every read/write
+	 * switch (libuv), and a MOD of a known registration only rewrites an entry that the
+	 * inherited epoll instance - the parent's own - now matches. */
+	if (op != EPOLL_CTL_MOD && tb_foreign_process())
 		return;
 	if (tb_epset_init(atomic_load(&tb_fd_cap)) != 0)
 		goto out;

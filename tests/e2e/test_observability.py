@@ -184,7 +184,12 @@ def test_stats_pid_shows_the_gate():
                 # connects that took the slots: wait for those too.
                 return (rows and rows[0]["LEASED"] == "5" and rows[0]["PENDING"] == "3"
                         and rows[0]["CALLS"] == "5")
-            lib.wait_for(held, timeout=15, what="leased=5 pending=3 calls=5 in timebox stats")
+            try:
+                lib.wait_for(held, timeout=15,
+                             what="leased=5 pending=3 calls=5 in timebox stats")
+            except AssertionError:
+                print("last rows: %r" % rows)
+                raise
             out = timebox("stats", p.pid)
             print(out.stdout)
             r = rows[0]
