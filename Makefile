@@ -263,7 +263,8 @@ clean:
 # invariant fails the run and keeps its input there (tests/fuzz/run.sh).
 FUZZ_CC      ?= clang-14
 FUZZ_SECONDS ?= 600
-FUZZ_TARGETS ?= duration env config match dest
+FUZZ_TARGETS ?= duration env config match dest frame_pick frame_http frame_tls frame_pg \
+                frame_resp
 FUZZ_BUILD   := build/fuzz
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE $(WARN) -g -O1 \
                 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
@@ -275,6 +276,19 @@ FUZZ_BINS    := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(POLICY_SRCS) $(wildcard policy/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(POLICY_SRCS) -lconfig
+
+# The framing machines: one source, built once per protocol the rule forces ("pick": the
+# input's first byte chooses, automatic detection included).
+FUZZ_FRAME_pick := pick
+FUZZ_FRAME_http := http
+FUZZ_FRAME_tls  := tls
+FUZZ_FRAME_pg   := postgres
+FUZZ_FRAME_resp := redis
+$(FUZZ_BUILD)/fuzz_frame_%: tests/fuzz/fuzz_frame.c tests/fuzz/fuzz.h $(POLICY_SRCS) \
+		$(wildcard policy/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -DFUZZ_FRAME_PROTO='"$(FUZZ_FRAME_$*)"' -o $@ $< \
+		$(POLICY_SRCS) -lconfig
 
 fuzz-build:
 	@tests/deps.sh fuzz

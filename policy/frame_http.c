@@ -26,11 +26,12 @@ static bool is_hex(unsigned char c, unsigned *v)
 	return true;
 }
 
-/* Narrows the candidates `cand` (bit i: cands[i]) by character c at position pos. */
+/* Narrows the candidates `cand` (bit i: cands[i]) by character c at position pos. A NUL
+ * byte matches no candidate: it would meet the terminator of a name already complete. */
 static uint8_t narrow(const char cands[2][32], uint8_t cand, unsigned pos, unsigned char c)
 {
 	for (unsigned i = 0; i < 2; i++)
-		if ((cand & (1u << i)) && cands[i][pos < 32 ? pos : 31] != c)
+		if ((cand & (1u << i)) && (c == '\0' || cands[i][pos < 32 ? pos : 31] != c))
 			cand &= (uint8_t) ~(1u << i); /* a shorter name meets its NUL */
 	return cand;
 }

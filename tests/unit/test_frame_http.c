@@ -225,6 +225,34 @@ static void test_hostile_inputs_fall_back_to_raw(void **state)
 	expect_raw(NULL, "POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", true);
 }
 
+/*
+ * A header name with a NUL byte after "Content-Length" or "Transfer-Encoding" is neither
+ * (the fuzzer's split check found it): the whole-line path compared the name as a C string
+ * and skipped the line, while the byte path let the NUL match the end of the candidate
+ * name and took "Content-Length\0: 3" for a length, so the same request was framed with
+ * a 3-byte body or none depending on where the kernel cut it.
+ */
+static void test_nul_in_header_name_is_another_header(void **state)
+{
+	static const char line[][40] = { "Content-Length\0: 3\r\n",
+					 "content-length\0\0\0\0\0: 3\r\n",
+					 "Transfer-Encoding\0: chunked\r\n" };
+	static const size_t len[] = { 20, 24, 29 };
+
+	(void)state;
+	for (int k = 0; k < 3; k++) {
+		struct fscript *s = fs_new(TB_PROTO_AUTO);
+
+		fs_put(s, "POST / HTTP/1.1\r\nHost: x\r\n", 26);
+		fs_put(s, line[k], len[k]);
+		fs_put(s, "\r\n", 2);
+		fs_end(s, true, 0, AWAITING);
+		RX(s, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", ENDS, RESTING);
+		fs_run(s, TB_PROTO_HTTP);
+		free(s);
+	}
+}
+
 static void test_header_flood_and_endless_line(void **state)
 {
 	static const char *heads[] = { "GET /", "GET / HTTP/1.1\r\n" };
@@ -288,6 +316,7 @@ int main(void)
 		cmocka_unit_test(test_connect_tunnel_then_tls),
 		cmocka_unit_test(test_unsolicited_response),
 		cmocka_unit_test(test_hostile_inputs_fall_back_to_raw),
+		cmocka_unit_test(test_nul_in_header_name_is_another_header),
 		cmocka_unit_test(test_header_flood_and_endless_line),
 		cmocka_unit_test(test_pipeline_too_deep),
 		cmocka_unit_test(test_huge_body_is_counted),
