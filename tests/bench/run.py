@@ -706,6 +706,20 @@ def bench_epoll(rep, cfg):
             res[mode]["syscalls"] = {"detail": per, "total": total, "without_waits": busy,
                                      "extra": total["timebox"] - total["native"],
                                      "extra_without_waits": busy["timebox"] - busy["native"]}
+
+        # Instructions: what the CPU time above shows through the machine's noise.
+        cg_short, cg_long = cfg["epoll_cg_n"]
+        cg_rows = []
+        for mode, extra, _ in EPOLL_MODES:
+            per = {}
+            for variant in ("native", "timebox"):
+                counts = [callgrind_instructions(
+                    epoll_cmd(srv.port, conns, k, list(extra) + ["--warmup", 20]),
+                    env_for(variant)) for k in (cg_short, cg_long)]
+                per[variant] = (counts[1] - counts[0]) / ((cg_long - cg_short) * conns)
+            res[mode]["instructions"] = dict(per, added=per["timebox"] - per["native"])
+            cg_rows.append([mode, fmt(per["native"]), fmt(per["timebox"]),
+                            "%+.0f" % (per["timebox"] - per["native"])])
     rep.results["epoll"] = res
     text = table(["registration", "variant", "exchanges/s", "× native", "p50 µs", "p99 µs",
                   "client CPU µs/exch", "sidecar CPU µs/exch", "epoll_wait calls/exch"], rows)
@@ -731,6 +745,11 @@ def bench_epoll(rep, cfg):
                 and abs(d["timebox"].get(name, 0) - d["native"].get(name, 0)) >= 0.01]
         text += " %s: %s." % (mode.capitalize(), "timebox adds " + ", ".join(more) if more
                               else "no call added by timebox (its send() is the write)")
+    text += "\n\n" + table(["registration", "instructions/exchange native", "timebox",
+                             "added by timebox"], cg_rows)
+    text += "\n\nUser-space instructions of the client (`valgrind --tool=callgrind`), runs " \
+            "of %d and %d exchanges per connection; the difference divided by the exchanges " \
+            "between them." % (cg_short, cg_long)
     rep.section("Event loop: epoll, %d connections" % conns, text)
     for mode, _, _ in EPOLL_MODES:
         r = res[mode]
@@ -936,13 +955,15 @@ def config(quick):
                 "sys_n": (1000, 3000), "cg_n": (1000, 11000), "dd_count": 65536,
                 "precision_threads": [10, 100, 1000], "scale_sockets": [1, 100, 1000],
                 "scale_threads": [100], "scale_n": 2000, "gate": (64, 10),
-                "epoll": (64, 200), "epoll_sys_n": (50, 250), "frame_n": (200, 1200)}
+                "epoll": (64, 200), "epoll_sys_n": (50, 250), "frame_n": (200, 1200),
+                "epoll_cg_n": (20, 70)}
     return {"reps": 5, "reps_exchange": 7, "reps_precision": 5,
             "exchange": [(1, 20000), (32, 2500)],
             "sys_n": (10000, 60000), "cg_n": (50000, 1050000), "dd_count": 2097152,
             "precision_threads": [10, 100, 1000], "scale_sockets": [1, 100, 1000, 10000],
             "scale_threads": [1000], "scale_n": 20000, "gate": (64, 300),
-            "epoll": (64, 2000), "epoll_sys_n": (200, 1200), "frame_n": (1000, 11000)}
+            "epoll": (64, 2000), "epoll_sys_n": (200, 1200), "frame_n": (1000, 11000),
+            "epoll_cg_n": (50, 350)}
 
 
 def main():
