@@ -160,6 +160,9 @@ $(BUILD)/tests/bench/%: tests/bench/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(E2E_CFLAGS) -o $@ $< -pthread
 
+# The framing workload's bytes, on both sides of the exchange.
+$(BUILD)/tests/bench/exchange $(BUILD)/tests/bench/echo_server: tests/bench/canned.h
+
 deps-check:
 	@tests/deps.sh check
 

@@ -55,7 +55,8 @@ int tb_suggest_main(int argc, char **argv);
 /*
  * Checks that LD_PRELOAD can reach the program `file` (a path found on PATH): not static, not
  * Go, not setuid/setgid or with file capabilities; for a #! script, the same for its
- * interpreter. Returns 0, or -1 after writing why to `why` (len bytes).
+ * interpreter. Returns 0, or -1 after writing why to `why` (len bytes). A program that links
+ * liburing is not refused: one warning line goes to stderr.
  */
 int tb_program_check(const char *file, char *why, size_t len);
 

@@ -1,5 +1,6 @@
 /* program.c - can LD_PRELOAD reach the program to run? Static and Go binaries, setuid/setgid and
- * file-capability binaries are refused with a reason; a #! script is judged by its interpreter. */
+ * file-capability binaries are refused with a reason; a #! script is judged by its interpreter.
+ * A program that links a library known to bypass the hooks (liburing) is run with a warning. */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -52,6 +53,7 @@ static int read_at(int fd, void *buf, size_t len, off_t off)
 struct elf_facts {
 	int has_interp;
 	int is_go;
+	int links_uring; /* a DT_NEEDED entry names liburing.so* */
 };
 
 /* The header fields read here, widened from ELF32 or ELF64 into one form. */
@@ -63,6 +65,7 @@ struct elf_header {
 
 /* A section header's fields read here, widened likewise. */
 struct elf_section {
+	uint32_t type, link;
 	uint64_t name, offset, size;
 };
 
@@ -133,18 +136,84 @@ static int read_section(int fd, const struct elf_header *h, unsigned i, struct e
 
 		if (read_at(fd, &e, sizeof(e), at) < 0)
 			return -1;
-		*s = (struct elf_section){ e.sh_name, e.sh_offset, e.sh_size };
+		*s = (struct elf_section){ e.sh_type, e.sh_link, e.sh_name, e.sh_offset,
+					    e.sh_size };
 	} else {
 		Elf32_Shdr e;
 
 		if (read_at(fd, &e, sizeof(e), at) < 0)
 			return -1;
-		*s = (struct elf_section){ e.sh_name, e.sh_offset, e.sh_size };
+		*s = (struct elf_section){ e.sh_type, e.sh_link, e.sh_name, e.sh_offset,
+					    e.sh_size };
 	}
 	return 0;
 }
 
-/* Sets f->is_go when a section is named like Go's. No readable section names: not Go. */
+/* The libraries whose I/O no preload sees: liburing submits through io_uring with inline
+ * system calls. Matched as a DT_NEEDED prefix (liburing.so.2, liburing.so.2.3, ...). */
+static const char *const bypass_libs[] = { "liburing.so", NULL };
+
+/* Reads a whole section (at most 1 MiB) into a NUL-terminated allocation; NULL on failure. */
+static char *read_section_data(int fd, const struct elf_section *s)
+{
+	char *data;
+
+	if (s->size > (1 << 20) || (data = calloc(1, (size_t)s->size + 1)) == NULL)
+		return NULL;
+	if (read_at(fd, data, (size_t)s->size, (off_t)s->offset) < 0) {
+		free(data);
+		return NULL;
+	}
+	return data;
+}
+
+/* Sets f->links_uring when the dynamic section `dyn` (its strings in section dyn.link)
+ * needs a library of bypass_libs. Unreadable tables: nothing is set. */
+static void scan_needed(int fd, const struct elf_header *h, const struct elf_section *dyn,
+			struct elf_facts *f)
+{
+	struct elf_section strsec;
+	size_t entsize = h->is64 ? sizeof(Elf64_Dyn) : sizeof(Elf32_Dyn);
+	char *strs, *ents;
+
+	if (dyn->link >= h->shnum || read_section(fd, h, dyn->link, &strsec) < 0 ||
+	    (strs = read_section_data(fd, &strsec)) == NULL)
+		return;
+	if ((ents = read_section_data(fd, dyn)) == NULL) {
+		free(strs);
+		return;
+	}
+	for (size_t off = 0; off + entsize <= dyn->size; off += entsize) {
+		int64_t tag;
+		uint64_t val;
+
+		if (h->is64) {
+			Elf64_Dyn d;
+
+			memcpy(&d, ents + off, sizeof(d));
+			tag = d.d_tag;
+			val = d.d_un.d_val;
+		} else {
+			Elf32_Dyn d;
+
+			memcpy(&d, ents + off, sizeof(d));
+			tag = d.d_tag;
+			val = d.d_un.d_val;
+		}
+		if (tag == DT_NULL)
+			break;
+		if (tag != DT_NEEDED || val >= strsec.size)
+			continue;
+		for (int i = 0; bypass_libs[i] != NULL; i++)
+			if (strncmp(strs + val, bypass_libs[i], strlen(bypass_libs[i])) == 0)
+				f->links_uring = 1;
+	}
+	free(ents);
+	free(strs);
+}
+
+/* Sets f->is_go when a section is named like Go's, and f->links_uring from the dynamic
+ * section. No readable section names: not Go. */
 static void scan_sections(int fd, const struct elf_header *h, struct elf_facts *f)
 {
 	struct elf_section strs, sh;
@@ -152,17 +221,17 @@ static void scan_sections(int fd, const struct elf_header *h, struct elf_facts *
 
 	if (h->shstrndx == SHN_UNDEF || h->shstrndx >= h->shnum || h->shnum >= 65535)
 		return;
-	if (read_section(fd, h, h->shstrndx, &strs) < 0 || strs.size > (1 << 20) ||
-	    (names = calloc(1, (size_t)strs.size + 1)) == NULL ||
-	    read_at(fd, names, (size_t)strs.size, (off_t)strs.offset) < 0)
-		goto out;
+	if (read_section(fd, h, h->shstrndx, &strs) < 0 ||
+	    (names = read_section_data(fd, &strs)) == NULL)
+		return;
 	for (unsigned i = 0; i < h->shnum; i++) {
 		if (read_section(fd, h, i, &sh) < 0)
 			break;
 		if (sh.name < strs.size && is_go_section(names + sh.name))
 			f->is_go = 1;
+		if (sh.type == SHT_DYNAMIC)
+			scan_needed(fd, h, &sh, f);
 	}
-out:
 	free(names);
 }
 
@@ -286,6 +355,12 @@ static int check_one(const char *path, int depth, char *why, size_t len)
 			 path);
 		return -1;
 	}
+	/* A warning, not a refusal: the program's plain socket calls are still governed. */
+	if (f.links_uring)
+		fprintf(stderr,
+			"timebox: %s links liburing: I/O submitted through io_uring is not "
+			"governed (docs/limitations.md)\n",
+			path);
 	return 0;
 }
 

@@ -2,7 +2,7 @@
  * echo_server.c - the benchmark's downstream: echoes whatever a client sends, on 127.0.0.1.
  * One thread, epoll, non-blocking sockets; holds tens of thousands of idle connections.
  *
- * usage: echo_server --port-file F [--delay-us N] [--stats-file F]
+ * usage: echo_server --port-file F [--delay-us N] [--stats-file F] [--answer http|tls]
  *
  *   --port-file F    the listening port is written to F (by rename) once it listens
  *   --delay-us N     each chunk read is echoed N microseconds later (a slow downstream);
@@ -12,6 +12,9 @@
  *                    count a connection that closed while the next was being accepted;
  *                    max_inflight (requests read and not yet answered, with --delay-us)
  *                    is exact: a client's next request cannot come before its answer
+ *   --answer KIND    instead of echoing, play the server's side of canned.h's script KIND:
+ *                    each time a connection has sent a step's request bytes, send that
+ *                    step's answer (the framing workload's HTTP and TLS peers); no delay
  *
  * A client that sends nothing is simply held open: that is the stalled downstream of the
  * scale workload's blocked threads. SIGTERM ends the server with status 0.
@@ -29,6 +32,8 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "canned.h"
 
 #define CHUNK       64      /* a delayed echo keeps at most this much per read */
 #define QUEUE_LEN   65536   /* delayed echoes in flight */
@@ -48,6 +53,15 @@ static size_t q_head, q_len;
 static uint32_t *gens;      /* per fd, bumped at each close */
 static size_t gens_cap;
 static long active, max_active, accepted, max_inflight;
+
+/* --answer: the script, and per fd the bytes of the current step received so far. */
+static struct canned_step script[CANNED_MAX_STEPS];
+static int script_len;
+struct script_pos {
+	uint32_t got;
+	uint8_t step;
+};
+static struct script_pos *pos;
 
 static int64_t now_ns(void)
 {
@@ -122,6 +136,8 @@ static void accept_all(int lfd, int ep)
             return;
         }
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (pos != NULL && (size_t)fd < gens_cap)
+            pos[fd] = (struct script_pos){ 0, 0 };
         ev.data.fd = fd;
         if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
             perror("echo_server: epoll_ctl");
@@ -134,6 +150,30 @@ static void accept_all(int lfd, int ep)
     }
 }
 
+/* --answer: n more request bytes arrived on fd; send the answer of every step completed. */
+static void answer(int fd, size_t n)
+{
+    struct script_pos *p;
+
+    if ((size_t)fd >= gens_cap) {
+        close_conn(fd);
+        return;
+    }
+    p = &pos[fd];
+    p->got += (uint32_t)n;
+    while (p->got >= script[p->step].client_len) {
+        const struct canned_step *st = &script[p->step];
+        uint32_t gen = gens[fd];
+
+        p->got -= (uint32_t)st->client_len;
+        if (p->step + 1 < script_len)
+            p->step++;
+        send_all(fd, (const char *)st->server, st->server_len);
+        if (gens[fd] != gen)
+            return; /* closed by send_all */
+    }
+}
+
 static void serve(int fd, int64_t delay_ns)
 {
     char buf[4096];
@@ -143,6 +183,10 @@ static void serve(int fd, int64_t delay_ns)
         return;
     if (n <= 0) {
         close_conn(fd);
+        return;
+    }
+    if (pos != NULL) {
+        answer(fd, (size_t)n);
         return;
     }
     if (delay_ns == 0) {
@@ -218,9 +262,13 @@ int main(int argc, char **argv)
             stats_file = argv[++i];
         else if (strcmp(argv[i], "--delay-us") == 0 && i + 1 < argc)
             delay_ns = strtoll(argv[++i], NULL, 10) * 1000;
+        else if (strcmp(argv[i], "--answer") == 0 && i + 1 < argc &&
+                 strcmp(argv[i + 1], "raw") != 0 &&
+                 (script_len = canned_script(argv[i + 1], 0, script)) > 0)
+            i++;
         else {
             fprintf(stderr, "usage: echo_server --port-file F [--delay-us N] "
-                            "[--stats-file F]\n");
+                            "[--stats-file F] [--answer http|tls]\n");
             return 2;
         }
     }
@@ -237,7 +285,9 @@ int main(int argc, char **argv)
                rl.rlim_cur < (1 << 20) ? (size_t)rl.rlim_cur : (1 << 20);
     gens = calloc(gens_cap, sizeof(*gens));
     queue = calloc(QUEUE_LEN, sizeof(*queue));
-    if (gens == NULL || queue == NULL) {
+    if (script_len > 0)
+        pos = calloc(gens_cap, sizeof(*pos));
+    if (gens == NULL || queue == NULL || (script_len > 0 && pos == NULL)) {
         fprintf(stderr, "echo_server: out of memory\n");
         return 1;
     }

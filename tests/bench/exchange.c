@@ -4,7 +4,7 @@
  * or (--reconnect) a fresh connection per exchange; the run is timed from a common start.
  *
  * usage: exchange --port P [--conns C] [--n N] [--warmup W] [--size B] [--reconnect]
- *                 [--idle K] [--blocked T]
+ *                 [--idle K] [--blocked T] [--kind raw|http|tls]
  *
  *   --conns C     C threads, one connection each (default 1)
  *   --n N         exchanges per thread, measured (default 10000)
@@ -15,6 +15,9 @@
  *                 then leave them idle (the scale workload); RSS is read around it
  *   --blocked T   before the start, T more threads each block in recv on a connection of
  *                 their own that never gets an answer (they are not joined)
+ *   --kind K      what the exchanges carry (canned.h): raw (default: --size bytes each way,
+ *                 echoed), http or tls (against echo_server --answer K); a tls connection
+ *                 makes its handshake when it opens, before any measured exchange
  *
  * Prints one line: conns= n= secs= xps= p50_us= p99_us= cpu_us= errors= idle= blocked=
  * idle_rss_kb=, where cpu_us is the process's user+system CPU per exchange (getrusage),
@@ -36,6 +39,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "canned.h"
+
 #define SIZE_MAX_BYTES 4096
 
 struct worker {
@@ -51,6 +56,8 @@ static long n_per, warmup;
 static size_t size = 64;
 static bool reconnect;
 static pthread_barrier_t start_line;
+static struct canned_step script[CANNED_MAX_STEPS];
+static int script_len;
 
 static int64_t now_ns(void)
 {
@@ -60,6 +67,9 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+static int step(int fd, const struct canned_step *st);
+
+/* Connects (and, for tls, makes the handshake: every step of the script but the last). */
 static int open_conn(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -75,6 +85,15 @@ static int open_conn(void)
         errno = err;
         return -1;
     }
+    for (int i = 0; i + 1 < script_len; i++) {
+        if (step(fd, &script[i]) < 0) {
+            int err = errno;
+
+            close(fd);
+            errno = err;
+            return -1;
+        }
+    }
     return fd;
 }
 
@@ -88,17 +107,17 @@ static void close_hard(int fd)
     close(fd);
 }
 
-/* One request and its whole answer. Returns 0, or -1 with errno set (EPIPE at EOF). */
-static int exchange(int fd)
+/* Sends a step's request in one write and reads its whole answer. Returns 0, or -1 with
+ * errno set (EPIPE at EOF). */
+static int step(int fd, const struct canned_step *st)
 {
-    char buf[SIZE_MAX_BYTES];
+    char buf[CANNED_MAX_BYTES];
     size_t got = 0;
 
-    memset(buf, 'x', size);
-    if (write(fd, buf, size) != (ssize_t)size)
+    if (write(fd, st->client, st->client_len) != (ssize_t)st->client_len)
         return -1;
-    while (got < size) {
-        ssize_t n = read(fd, buf + got, size - got);
+    while (got < st->server_len) {
+        ssize_t n = read(fd, buf + got, st->server_len - got);
 
         if (n < 0 && errno == EINTR)
             continue;
@@ -110,6 +129,12 @@ static int exchange(int fd)
         got += (size_t)n;
     }
     return 0;
+}
+
+/* One request and its whole answer. */
+static int exchange(int fd)
+{
+    return step(fd, &script[script_len - 1]);
 }
 
 static int one_round(struct worker *w)
@@ -195,7 +220,7 @@ static int cmp_i64(const void *a, const void *b)
 static void usage(void)
 {
     fprintf(stderr, "usage: exchange --port P [--conns C] [--n N] [--warmup W] [--size B] "
-                    "[--reconnect] [--idle K] [--blocked T]\n");
+                    "[--reconnect] [--idle K] [--blocked T] [--kind raw|http|tls]\n");
     exit(2);
 }
 
@@ -208,6 +233,7 @@ int main(int argc, char **argv)
     double cpu0, cpu1, secs;
     pthread_attr_t attr;
     struct rlimit rl;
+    const char *kind = "raw";
 
     n_per = 10000;
     warmup = -1;
@@ -232,11 +258,13 @@ int main(int argc, char **argv)
             idle = atol(argv[++i]);
         else if (strcmp(a, "--blocked") == 0)
             blocked = atol(argv[++i]);
+        else if (strcmp(a, "--kind") == 0)
+            kind = argv[++i];
         else
             usage();
     }
     if (port <= 0 || conns < 1 || n_per < 1 || size < 1 || size > SIZE_MAX_BYTES ||
-        idle < 0 || blocked < 0)
+        idle < 0 || blocked < 0 || (script_len = canned_script(kind, size, script)) == 0)
         usage();
     if (warmup < 0)
         warmup = n_per / 10;

@@ -4,7 +4,8 @@ natively and through a HAProxy sidecar with the same limits (python3 stdlib only
 
 usage: run.py [--quick] [--out DIR] [--only NAME[,NAME...]]
 
-Workloads (NAME): exchange, syscalls, fastpath, precision, scale, gate. Every comparison
+Workloads (NAME): exchange, syscalls, fastpath, precision, scale, gate, epoll, framing.
+Every comparison
 is measured in one run, its variants interleaved (A B C, C B A, ...); a cell is the median
 of the repetitions with their min-max. Targets are printed PASS or MISS and never change
 the exit status, which is non-zero only when a workload failed to produce numbers.
@@ -35,7 +36,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 import lib  # noqa: E402  (build paths and the preload environment)
 
 BENCH = os.path.join(lib.BUILD, "tests", "bench")
-WORKLOADS = ["exchange", "syscalls", "fastpath", "precision", "scale", "gate"]
+WORKLOADS = ["exchange", "syscalls", "fastpath", "precision", "scale", "gate", "epoll",
+             "framing"]
 
 # Every phase and the deadline armed, long enough never to fire during a run: the cost of
 # being governed, not of timing out. HAProxy gets the same numbers.
@@ -139,10 +141,12 @@ def stop_proc(proc):
 
 class EchoServer:
     """build/tests/bench/echo_server on an ephemeral port; .port, .stats() (the connections
-    it saw open at once since the last call)."""
+    it saw open at once since the last call). answer="http" or "tls": the server plays
+    canned.h's script instead of echoing."""
 
-    def __init__(self, delay_us=0):
+    def __init__(self, delay_us=0, answer=None):
         self.delay_us = delay_us
+        self.answer = answer
 
     def __enter__(self):
         self.dir = tempfile.mkdtemp(prefix="tb-bench-echo-")
@@ -150,7 +154,8 @@ class EchoServer:
         self.stats_file = os.path.join(self.dir, "stats")
         self.proc = subprocess.Popen(
             [exe("echo_server"), "--port-file", port_file, "--stats-file", self.stats_file,
-             "--delay-us", str(self.delay_us)], env=lib.native_env(),
+             "--delay-us", str(self.delay_us)] +
+            (["--answer", self.answer] if self.answer else []), env=lib.native_env(),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, preexec_fn=on_cpu(SERVER_CPU))
         lib.wait_for(lambda: os.path.exists(port_file) or self.proc.poll() is not None,
                      what="the echo server's port file")
@@ -349,8 +354,9 @@ def perf_works():
 # takes perf some 14 s to set up per run.)
 SYSCALLS = ["read", "write", "readv", "writev", "recvfrom", "sendto", "recvmsg", "sendmsg",
             "futex", "poll", "ppoll", "select", "pselect6", "epoll_wait", "epoll_pwait",
+            "epoll_pwait2", "epoll_ctl",
             "clock_gettime", "newfstatat", "fstat", "ioctl", "shutdown", "getsockopt",
-            "gettid", "sched_yield", "nanosleep", "clock_nanosleep", "rt_sigprocmask",
+            "getpid", "gettid", "sched_yield", "nanosleep", "clock_nanosleep", "rt_sigprocmask",
             "mmap", "munmap", "mprotect", "madvise", "brk"]
 
 
@@ -626,6 +632,181 @@ def bench_gate(rep, cfg):
                    "at most %d requests in flight" % held)
 
 
+EPOLL_MODES = [("level", [], "EPOLLIN registered once (level-triggered)"),
+               ("churn", ["--churn"], "EPOLL_CTL_MOD out/in twice per exchange (libuv-style)")]
+
+
+def epoll_cmd(port, conns, n, extra=()):
+    return [exe("epoll_client"), "--port", str(port), "--conns", str(conns), "--n", str(n)] + \
+        [str(a) for a in extra]
+
+
+def bench_epoll(rep, cfg):
+    """Workload 7: an event loop: one thread, one epoll instance, 64 keep-alive connections
+    with one exchange outstanding each; native vs timebox vs HAProxy, then system calls per
+    exchange (native vs timebox) by the difference of a short and a long run."""
+    conns, n = cfg["epoll"]
+    res = {}
+    rows = []
+    with EchoServer() as srv, HAProxy(srv.port, 1000) as hap:
+        for mode, extra, _ in EPOLL_MODES:
+            runs = {"native": [], "timebox": [], "haproxy": []}
+            for _, variant in interleaved(list(runs), cfg["reps_exchange"]):
+                port = hap.port if variant == "haproxy" else srv.port
+                cpu0 = hap.cpu_secs()
+                r = run_prog(epoll_cmd(port, conns, n, extra), env_for(variant))
+                r["sidecar_cpu_us"] = (hap.cpu_secs() - cpu0) * 1e6 / r["n"] \
+                    if variant == "haproxy" else 0.0
+                runs[variant].append(r)
+            res[mode] = {}
+            for variant, rs in runs.items():
+                s = {m: summary([r[m] for r in rs])
+                     for m in ("xps", "p50_us", "p99_us", "cpu_us", "sidecar_cpu_us", "waits")}
+                res[mode][variant] = s
+            nat = res[mode]["native"]["xps"]["median"]
+            for variant in runs:
+                s = res[mode][variant]
+                rows.append([mode, variant, cell(s["xps"]), "%.3f" % (s["xps"]["median"] / nat),
+                             cell(s["p50_us"]), cell(s["p99_us"]), cell(s["cpu_us"]),
+                             fmt(s["sidecar_cpu_us"]["median"]) if variant == "haproxy"
+                             else "–", "%.3f" % s["waits"]["median"]])
+            res[mode]["ratio_native"] = res[mode]["timebox"]["xps"]["median"] / nat
+            res[mode]["ratio_haproxy"] = res[mode]["timebox"]["xps"]["median"] / \
+                res[mode]["haproxy"]["xps"]["median"]
+
+        # System calls: the client's only (HAProxy's client makes the native client's calls).
+        use_perf = perf_works()
+        short, long_ = cfg["epoll_sys_n"]
+        res["syscall_tool"] = "perf stat -e raw_syscalls:sys_enter,syscalls:sys_enter_<name>..." \
+            if use_perf else "strace -c -f"
+        sys_rows = []
+        for mode, extra, _ in EPOLL_MODES:
+            per = {}
+            for variant in ("native", "timebox"):
+                env = env_for(variant)
+                c = {}
+                for k in (short, long_):
+                    cmd = ["env", "LD_PRELOAD=" + env.get("LD_PRELOAD", "")] + \
+                        epoll_cmd(srv.port, conns, k, list(extra) + ["--warmup", 20])
+                    c[k] = count_syscalls(cmd, {kk: v for kk, v in env.items()
+                                                if kk != "LD_PRELOAD"}, use_perf)
+                diff = {name: (c[long_].get(name, 0) - c[short].get(name, 0)) /
+                        ((long_ - short) * conns) for name in set(c[long_]) | set(c[short])}
+                per[variant] = {name: v for name, v in diff.items() if abs(v) >= 0.0005}
+            total = {v: sum(per[v].values()) for v in per}
+            # epoll_wait's count follows timing (a slower loop finds more sockets ready per
+            # wait), so the calls per exchange are compared without the waits as well.
+            waits = ("epoll_wait", "epoll_pwait", "epoll_pwait2")
+            busy = {v: sum(x for name, x in per[v].items() if name not in waits) for v in per}
+            names = sorted(set(per["native"]) | set(per["timebox"]))
+            for v in ("native", "timebox"):
+                sys_rows.append([mode, v, "%.3f" % total[v], "%.3f" % busy[v],
+                                 ", ".join("%s %.3f" % (name, per[v][name]) for name in names
+                                           if name in per[v])])
+            res[mode]["syscalls"] = {"detail": per, "total": total, "without_waits": busy,
+                                     "extra": total["timebox"] - total["native"],
+                                     "extra_without_waits": busy["timebox"] - busy["native"]}
+
+        # Instructions: what the CPU time above shows through the machine's noise.
+        cg_short, cg_long = cfg["epoll_cg_n"]
+        cg_rows = []
+        for mode, extra, _ in EPOLL_MODES:
+            per = {}
+            for variant in ("native", "timebox"):
+                counts = [callgrind_instructions(
+                    epoll_cmd(srv.port, conns, k, list(extra) + ["--warmup", 20]),
+                    env_for(variant)) for k in (cg_short, cg_long)]
+                per[variant] = (counts[1] - counts[0]) / ((cg_long - cg_short) * conns)
+            res[mode]["instructions"] = dict(per, added=per["timebox"] - per["native"])
+            cg_rows.append([mode, fmt(per["native"]), fmt(per["timebox"]),
+                            "%+.0f" % (per["timebox"] - per["native"])])
+    rep.results["epoll"] = res
+    text = table(["registration", "variant", "exchanges/s", "× native", "p50 µs", "p99 µs",
+                  "client CPU µs/exch", "sidecar CPU µs/exch", "epoll_wait calls/exch"], rows)
+    text += "\n\nOne thread, one epoll instance, %d keep-alive connections to the echo " \
+            "server, each with one 64 B request outstanding; %d measured exchanges per " \
+            "connection. Registration: %s. timebox with every limit armed (read timeout and " \
+            "deadline included); HAProxy in tcp mode as above." % (
+                conns, n, "; ".join("%s = %s" % (m, d) for m, _, d in EPOLL_MODES))
+    for mode, _, _ in EPOLL_MODES:
+        r = res[mode]
+        text += " %s: timebox/native throughput %.3f, timebox/HAProxy %.2f." % (
+            mode.capitalize(), r["ratio_native"], r["ratio_haproxy"])
+    text += "\n\n" + table(["registration", "variant", "syscalls/exchange",
+                             "without epoll_wait", "by name (per exchange)"], sys_rows)
+    text += "\n\nCounted with %s on the client, runs of %d and %d exchanges per connection " \
+            "(× %d connections); the difference divided by the exchanges between them." % (
+                res["syscall_tool"], short, long_, conns)
+    for mode, _, _ in EPOLL_MODES:
+        d = res[mode]["syscalls"]["detail"]
+        more = ["%s %+.3f" % (name, d["timebox"].get(name, 0) - d["native"].get(name, 0))
+                for name in sorted(set(d["native"]) | set(d["timebox"]))
+                if name not in ("epoll_wait", "epoll_pwait", "epoll_pwait2", "write", "sendto")
+                and abs(d["timebox"].get(name, 0) - d["native"].get(name, 0)) >= 0.01]
+        text += " %s: %s." % (mode.capitalize(), "timebox adds " + ", ".join(more) if more
+                              else "no call added by timebox (its send() is the write)")
+    text += "\n\n" + table(["registration", "instructions/exchange native", "timebox",
+                             "added by timebox"], cg_rows)
+    text += "\n\nUser-space instructions of the client (`valgrind --tool=callgrind`), runs " \
+            "of %d and %d exchanges per connection; the difference divided by the exchanges " \
+            "between them." % (cg_short, cg_long)
+    rep.section("Event loop: epoll, %d connections" % conns, text)
+    for mode, _, _ in EPOLL_MODES:
+        r = res[mode]
+        rep.target("epoll %s, %d conns: timebox ≥ 0.97 × native" % (mode, conns),
+                   r["ratio_native"] >= 0.97, "%.3f" % r["ratio_native"])
+        rep.target("epoll %s, %d conns: timebox ≥ 1.3 × HAProxy" % (mode, conns),
+                   r["ratio_haproxy"] >= 1.3, "%.2f" % r["ratio_haproxy"])
+        e = r["syscalls"]["extra_without_waits"]
+        rep.target("epoll %s: 0 extra syscalls per exchange (epoll_wait aside)" % mode,
+                   abs(e) < 0.01, "%+.4f per exchange (epoll_wait included: %+.4f)" %
+                   (e, r["syscalls"]["extra"]))
+
+
+FRAMING_KINDS = [
+    ("raw", "64 B each way, echoed"),
+    ("http", "HTTP/1.1 POST, 14 header lines + 64 B body; 200 OK, 14 header lines + 128 B "
+             "body (Content-Length)"),
+    ("tls", "TLS 1.2-looking records after a handshake: one 256 B application_data record "
+            "out, two (1,024 + 512 B) back"),
+]
+
+
+def bench_framing(rep, cfg):
+    """Workload 8: instructions per governed exchange (callgrind, the fast path's method:
+    the difference of a short and a long run) for raw bytes, HTTP/1.1 and TLS records,
+    native vs timebox; timebox - native is what governing an exchange costs, and its excess
+    over raw's is what framing that protocol costs."""
+    short, long_ = cfg["frame_n"]
+    res = {}
+    rows = []
+    for kind, _ in FRAMING_KINDS:
+        with EchoServer(answer=None if kind == "raw" else kind) as srv:
+            per = {}
+            for variant in ("native", "timebox"):
+                counts = [callgrind_instructions(
+                    exchange_cmd(srv.port, 1, k, ["--kind", kind, "--warmup", 50]),
+                    env_for(variant)) for k in (short, long_)]
+                per[variant] = (counts[1] - counts[0]) / (long_ - short)
+            res[kind] = dict(per, added=per["timebox"] - per["native"])
+    for kind, desc in FRAMING_KINDS:
+        r = res[kind]
+        r["above_raw"] = r["added"] - res["raw"]["added"]
+        rows.append([kind, desc, fmt(r["native"]), fmt(r["timebox"]), "%+.0f" % r["added"],
+                     "–" if kind == "raw" else "%+.0f" % r["above_raw"]])
+    rep.results["framing"] = res
+    text = table(["payload", "exchange", "instructions/exchange native", "timebox",
+                  "added by timebox", "framing above raw"], rows)
+    text += "\n\nUser-space instructions of the whole client process (`valgrind " \
+            "--tool=callgrind`: the blocking client, one connection, all its threads), from " \
+            "runs of %d and %d exchanges; the difference divided by the %d exchanges between " \
+            "them, so connection set-up and the TLS handshake cancel out. The server answers " \
+            "with canned bytes (tests/bench/canned.h), so the framing sees a real protocol " \
+            "in both directions. timebox with every limit armed and `protocol = auto`: it " \
+            "detects each kind from the first bytes." % (short, long_, long_ - short)
+    rep.section("Framing cost per governed exchange", text)
+
+
 # ---------------------------------------------------------------------------------------
 # Output
 
@@ -773,12 +954,16 @@ def config(quick):
                 "exchange": [(1, 2000), (32, 100)],
                 "sys_n": (1000, 3000), "cg_n": (1000, 11000), "dd_count": 65536,
                 "precision_threads": [10, 100, 1000], "scale_sockets": [1, 100, 1000],
-                "scale_threads": [100], "scale_n": 2000, "gate": (64, 10)}
+                "scale_threads": [100], "scale_n": 2000, "gate": (64, 10),
+                "epoll": (64, 200), "epoll_sys_n": (50, 250), "frame_n": (200, 1200),
+                "epoll_cg_n": (20, 70)}
     return {"reps": 5, "reps_exchange": 7, "reps_precision": 5,
             "exchange": [(1, 20000), (32, 2500)],
             "sys_n": (10000, 60000), "cg_n": (50000, 1050000), "dd_count": 2097152,
             "precision_threads": [10, 100, 1000], "scale_sockets": [1, 100, 1000, 10000],
-            "scale_threads": [1000], "scale_n": 20000, "gate": (64, 300)}
+            "scale_threads": [1000], "scale_n": 20000, "gate": (64, 300),
+            "epoll": (64, 2000), "epoll_sys_n": (200, 1200), "frame_n": (1000, 11000),
+            "epoll_cg_n": (50, 350)}
 
 
 def main():
@@ -796,7 +981,7 @@ def main():
     for name in only:
         if name not in WORKLOADS:
             ap.error("unknown workload %r" % name)
-    for prog in ("echo_server", "exchange", "precision", "reads"):
+    for prog in ("echo_server", "exchange", "precision", "reads", "epoll_client"):
         if not os.path.exists(exe(prog)):
             sys.exit("%s is not built (run make bench)" % exe(prog))
 

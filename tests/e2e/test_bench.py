@@ -13,7 +13,8 @@ import lib
 TIMEOUT = {"test_bench_quick_mode_produces_every_workload": 180}
 
 RUN_PY = os.path.join(lib.ROOT, "tests", "bench", "run.py")
-WORKLOADS = ["exchange", "syscalls", "fastpath", "precision", "scale", "gate"]
+WORKLOADS = ["exchange", "syscalls", "fastpath", "precision", "scale", "gate", "epoll",
+             "framing"]
 
 
 def numbers(tree):
