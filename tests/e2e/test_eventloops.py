@@ -494,9 +494,12 @@ def aiohttp_cmd(url, count=1, pause_ms=0):
 
 
 def need_aiohttp():
+    """Skips unless Debian's interpreter imports aiohttp."""
+    if not os.path.exists(SYS_PYTHON[0]):
+        lib.skip("%s is not installed (tests/deps.sh installs python3)" % SYS_PYTHON[0])
     probe = lib.run(SYS_PYTHON + ["-c", "import aiohttp"], env=lib.native_env(clean=True),
-                    timeout=20) if os.path.exists(SYS_PYTHON[0]) else None
-    if probe is None or probe.returncode != 0:
+                    timeout=20)
+    if probe.returncode != 0:
         lib.skip("/usr/bin/python3 cannot import aiohttp (tests/deps.sh installs "
                  "python3-aiohttp)")
 
