@@ -140,6 +140,10 @@ $(BUILD)/tests/e2e/clients/%: tests/e2e/clients/%.c $(wildcard tests/e2e/*.h)
 $(BUILD)/tests/e2e/clients/blockcli_fortify: tests/e2e/clients/blockcli.c
 	@mkdir -p $(dir $@)
 	$(CC) $(E2E_CFLAGS) -O2 -D_FORTIFY_SOURCE=2 -o $@ $< -pthread
+# The libevent client links libevent (Debian's libevent-dev, installed by tests/deps.sh).
+$(BUILD)/tests/e2e/clients/levcli: tests/e2e/clients/levcli.c
+	@mkdir -p $(dir $@)
+	$(CC) $(E2E_CFLAGS) -o $@ $< -levent -pthread
 
 # Regression programs: one per real defect, ordinary programs that run themselves under
 # the library (tests/regress/regress.h).

@@ -1,10 +1,12 @@
 """Event-loop programs, which wait in epoll_wait rather than in a blocking read: Node.js's
-http module (libuv), Python asyncio, the JDK HttpClient (NIO), a raw-epoll C client (evcli:
-level- and edge-triggered, one-shot, sliced waits) and redis-benchmark (ae). Against the
-fault server each is cut at the limit of the phase it stalls in (connect, first_byte,
-deadline) and reports its own error; against a server that answers its output is
-unchanged. Without timebox the stalled runs do not end by themselves (checked for a short
-while, not waited out).
+http module (libuv), Python asyncio and aiohttp, the JDK HttpClient (NIO), a libevent client
+(levcli: bufferevents on libevent's epoll backend), a raw-epoll C client (evcli: level- and
+edge-triggered, one-shot, sliced waits) and redis-benchmark (ae). Against the fault server
+each is cut at the limit of the phase it stalls in (connect, first_byte, deadline) and
+reports its own error; against a server that answers its output is unchanged, and a pooled
+keep-alive connection resting longer than the read timeout is kept and reused. Without
+timebox the stalled runs do not end by themselves (checked for a short while, not waited
+out).
 
 Timing bounds as in test_programs: never early (elapsed >= limit, and the log line's
 elapsed_ms >= limit_ms), and fires (at most the limit plus slack; Node.js starts slowly)."""
@@ -377,3 +379,183 @@ def test_redis_benchmark_stalled_server():
         assert_cut(res, 500, "first_byte", "redis-benchmark", count=2)
         assert "Connection timed out" in res.stderr, res
         assert_native_hangs(cmd, "redis-benchmark")
+
+
+# ---- libevent (bufferevents on libevent's epoll backend, libevent's timers) ---------------
+
+LEVCLI = lib.client("levcli")
+
+
+def native_drip_completes(cmd, what):
+    """Without timebox the drip (30 bytes, one every 100 ms) completes, in 3 s or more."""
+    res = lib.run(cmd, env=lib.native_env(clean=True), timeout=20)
+    assert res.returncode == 0 and res.elapsed_ms >= 3000, "%s native drip: %r" % (what, res)
+    return res
+
+
+@lib.timeout(60)
+def test_libevent_unchanged():
+    with FaultServer() as srv:
+        port = str(srv.port)
+        out = assert_unchanged([LEVCLI, port, "/ok?order=4"])
+        assert out.stdout == "ok order=4\nconnections=1 reused=-\n", out
+        out = assert_unchanged([LEVCLI, "--count", "3", port, "/ok?order=5"])
+        assert out.stdout == "ok order=5\n" * 3 + "connections=1 reused=yes\n", out
+        big = assert_unchanged([LEVCLI, "--count", "2", port, "/big?bytes=300000"])
+        assert len(big.stdout) == 600000 + len("connections=1 reused=yes\n"), big.returncode
+
+
+@lib.timeout(60)
+def test_libevent_stall_blackhole_drip():
+    with FaultServer() as srv:
+        for flavour, step in (("first_byte", "read"), ("connect", "connect"),
+                              ("deadline", "read")):
+            port, path, env, limit, phase = stalls(srv, flavour)
+            res = lib.run([LEVCLI, str(port), path], env=lib.preload_env(env), timeout=10)
+            assert_cut(res, limit, phase, "levcli " + flavour)
+            assert ("levcli: %s: Connection timed out (ETIMEDOUT)" % step) in res.stderr, res
+        assert_native_hangs([LEVCLI, str(srv.port), "/stall"], "levcli")
+        assert_native_hangs([LEVCLI, str(srv.blackhole_port), "/ok"], "levcli connect")
+        native_drip_completes([LEVCLI, str(srv.port), "/drip?ms=100&n=30"], "levcli")
+
+
+@lib.timeout(60)
+def test_libevent_keepalive_idle_pooled_connection_is_reused():
+    # The connection rests 3 s between two requests, still registered for reading (as
+    # pools keep it, to notice the server's close), with a 1 s read timeout: nobody waits
+    # for an answer, so it is not cut, and the second request goes out on it (the server
+    # sees one connection). A cut would show as "levcli: idle: ..." and a second connection.
+    with FaultServer() as srv:
+        cmd = [LEVCLI, "--count", "2", "--pause", "3000", str(srv.port), "/ok?order=1"]
+        want = "ok order=1\nok order=1\nconnections=1 reused=yes\n"
+        native = lib.run(cmd, env=lib.native_env(clean=True), timeout=20)
+        assert native.returncode == 0 and native.stdout == want, native
+        srv.reset_stats()
+        res = lib.run(cmd, env=lib.preload_env({"TIMEBOX_READ_TIMEOUT": "1s"}), timeout=20)
+        assert res.returncode == 0 and res.stdout == want, res
+        assert res.elapsed_ms >= 3000, res
+        assert "timebox" not in res.stderr and "levcli: idle" not in res.stderr, res
+        stats = srv.stats()
+        assert stats["connections"] == 1 and stats["requests"] == 2, (stats, res)
+
+
+# ---- aiohttp (asyncio's selector loop on epoll) --------------------------------------------
+
+# Debian's python3-aiohttp is installed for Debian's own interpreter, /usr/bin/python3: the
+# python3 on PATH (sys.executable included) may be another build that cannot import it.
+# -I: isolated from PYTHON* variables and the user's site-packages.
+SYS_PYTHON = ["/usr/bin/python3", "-I"]
+AIOHTTP_STARTUP_MS = 1500  # importing aiohttp on a busy 2-core machine
+
+# COUNT GETs of url on one ClientSession whose connector keeps one keep-alive connection,
+# PAUSE ms apart; prints each body, then "connections=C reused=R" as the connector's trace
+# hooks saw them (connections created, pooled connections reused). No timeout of its own
+# (ClientTimeout(total=None)): timebox's limits are the only ones. An error is printed with
+# its type and the errno found on it or its causes, exit 2.
+PY_AIOHTTP = r"""
+import asyncio, sys
+import aiohttp
+
+def errno_of(e):
+    while e is not None:
+        if getattr(e, "errno", None):
+            return e.errno
+        e = e.__cause__ or e.__context__
+    return None
+
+async def main(url, count, pause_ms):
+    seen = {"create": 0, "reuse": 0}
+    async def created(session, ctx, params): seen["create"] += 1
+    async def reused(session, ctx, params): seen["reuse"] += 1
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_create_end.append(created)
+    trace.on_connection_reuseconn.append(reused)
+    conn = aiohttp.TCPConnector(limit=1, keepalive_timeout=60)
+    async with aiohttp.ClientSession(connector=conn, trace_configs=[trace],
+                                     timeout=aiohttp.ClientTimeout(total=None)) as s:
+        for i in range(count):
+            if i:
+                await asyncio.sleep(pause_ms / 1000.0)
+            async with s.get(url) as r:
+                body = await r.read()
+            sys.stdout.write(body.decode("latin1"))
+    print("connections=%d reused=%d" % (seen["create"], seen["reuse"]))
+
+try:
+    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+except (OSError, aiohttp.ClientError) as e:
+    print("aiohttp error: %s errno=%s" % (type(e).__name__, errno_of(e)), file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+def aiohttp_cmd(url, count=1, pause_ms=0):
+    return SYS_PYTHON + ["-c", PY_AIOHTTP, url, str(count), str(pause_ms)]
+
+
+def need_aiohttp():
+    """Skips unless Debian's interpreter imports aiohttp."""
+    if not os.path.exists(SYS_PYTHON[0]):
+        lib.skip("%s is not installed (tests/deps.sh installs python3)" % SYS_PYTHON[0])
+    probe = lib.run(SYS_PYTHON + ["-c", "import aiohttp"], env=lib.native_env(clean=True),
+                    timeout=20)
+    if probe.returncode != 0:
+        lib.skip("/usr/bin/python3 cannot import aiohttp (tests/deps.sh installs "
+                 "python3-aiohttp)")
+
+
+@lib.timeout(60)
+def test_aiohttp_unchanged():
+    need_aiohttp()
+    with FaultServer() as srv:
+        lib.require_runs_with_sanitizer(aiohttp_cmd(srv.url("/ok")))
+        out = assert_unchanged(aiohttp_cmd(srv.url("/ok?order=6"), count=3))
+        assert out.stdout == "ok order=6\n" * 3 + "connections=1 reused=2\n", out
+        big = assert_unchanged(aiohttp_cmd(srv.url("/big?bytes=300000")))
+        assert len(big.stdout) == 300000 + len("connections=1 reused=0\n"), big.returncode
+
+
+@lib.timeout(90)
+def test_aiohttp_stall_blackhole_drip():
+    # A drip cut in the body is aiohttp's own ClientPayloadError ("Response payload is not
+    # completed"): it does not carry the transport's errno.
+    need_aiohttp()
+    with FaultServer() as srv:
+        lib.require_runs_with_sanitizer(aiohttp_cmd(srv.url("/ok")))
+        # aiohttp's import here and now: a healthy run's time, doubled for the noise.
+        ok = lib.run(aiohttp_cmd(srv.url("/ok")), env=lib.native_env(clean=True), timeout=20)
+        assert ok.returncode == 0, ok
+        startup = max(AIOHTTP_STARTUP_MS, 2 * ok.elapsed_ms)
+        for flavour, error in (("first_byte", "ClientOSError errno=110"),
+                               ("connect", "ClientConnectorError errno=110"),
+                               ("deadline", "ClientPayloadError")):
+            port, path, env, limit, phase = stalls(srv, flavour)
+            url = "http://127.0.0.1:%d%s" % (port, path)
+            res = lib.run(aiohttp_cmd(url), env=lib.preload_env(env), timeout=20)
+            assert_cut(res, limit, phase, "aiohttp " + flavour, startup_ms=startup)
+            assert "aiohttp error: " + error in res.stderr, res
+        assert_native_hangs(aiohttp_cmd(srv.url("/stall")), "aiohttp", wait_s=3)
+        assert_native_hangs(aiohttp_cmd("http://127.0.0.1:%d/ok" % srv.blackhole_port),
+                            "aiohttp connect", wait_s=3)
+        native_drip_completes(aiohttp_cmd(srv.url("/drip?ms=100&n=30")), "aiohttp")
+
+
+@lib.timeout(60)
+def test_aiohttp_keepalive_idle_pooled_connection_is_reused():
+    # The connector's pooled connection rests 3 s (asyncio keeps it registered for reading)
+    # with a 1 s read timeout: not cut, and the second request reuses it, as the connector's
+    # trace hooks and the server (one connection, two requests) both see.
+    need_aiohttp()
+    with FaultServer() as srv:
+        lib.require_runs_with_sanitizer(aiohttp_cmd(srv.url("/ok")))
+        cmd = aiohttp_cmd(srv.url("/ok?order=2"), count=2, pause_ms=3000)
+        want = "ok order=2\nok order=2\nconnections=1 reused=1\n"
+        native = lib.run(cmd, env=lib.native_env(clean=True), timeout=20)
+        assert native.returncode == 0 and native.stdout == want, native
+        srv.reset_stats()
+        res = lib.run(cmd, env=lib.preload_env({"TIMEBOX_READ_TIMEOUT": "1s"}), timeout=20)
+        assert res.returncode == 0 and res.stdout == want, res
+        assert res.elapsed_ms >= 3000, res
+        assert "timebox" not in res.stderr, res
+        stats = srv.stats()
+        assert stats["connections"] == 1 and stats["requests"] == 2, (stats, res)
