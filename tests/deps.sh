@@ -10,7 +10,7 @@ set -eu
 CHECK_PKGS="build-essential pkg-config libconfig-dev libcmocka-dev curl wget netcat-openbsd
 redis-server redis-tools perl python3 iproute2 strace man-db php-cli php-curl php-pgsql tnftp
 nodejs openjdk-17-jdk-headless postgresql mariadb-server mariadb-client openssh-server
-openssh-client ruby libjemalloc2 libtcmalloc-minimal4 libevent-dev python3-aiohttp"
+openssh-client openssl ruby libjemalloc2 libtcmalloc-minimal4 libevent-dev python3-aiohttp"
 BENCH_PKGS="haproxy gnuplot-nox valgrind linux-perf"
 # libFuzzer (libclang_rt.fuzzer) ships in libclang-rt-14-dev; the config target links libconfig.
 FUZZ_PKGS="make clang-14 libclang-rt-14-dev libconfig-dev"
