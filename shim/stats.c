@@ -258,9 +258,27 @@ static void start_thread(void)
 }
 
 /*
+ * Another thread is creating the segment (a few file operations): wait for it, so that
+ * the connects made meanwhile - every thread of a pool starting at once - are counted.
+ * Polled every millisecond, bounded (1 s): a signal handler that connects while its own
+ * thread is the one creating it must not wait for itself for good; it counts nothing.
+ */
+static bool await_opening(void)
+{
+	const struct timespec ms = { 0, TB_NS_PER_MS };
+	int64_t until = tb_now() + TB_NS_PER_S;
+	int st;
+
+	while ((st = atomic_load_explicit(&seg_state, memory_order_acquire)) == SEG_OPENING &&
+	       tb_now() < until)
+		nanosleep(&ms, NULL);
+	return st == SEG_READY;
+}
+
+/*
  * Creates the segment and the timers' table once, at the first governed connect; the
- * thread that wins does the work, the others count nothing meanwhile (never wait).
- * Returns true when the segment is ready.
+ * thread that wins does the work, the others wait for it (await_opening). Returns true
+ * when the segment is ready.
  */
 static bool ready(void)
 {
@@ -272,8 +290,10 @@ static bool ready(void)
 
 	if (TB_LIKELY(st == SEG_READY))
 		return true;
+	if (st == SEG_OPENING)
+		return await_opening();
 	if (st != SEG_NONE || !atomic_compare_exchange_strong(&seg_state, &st, SEG_OPENING))
-		return false;
+		return st == SEG_OPENING && await_opening();
 	snprintf(seg_name, sizeof(seg_name), "stats-%d", (int)getpid());
 	fd = tb_gate_file_open(seg_name, &id, why, sizeof(why));
 	if (fd < 0)
