@@ -2,57 +2,40 @@
  * Pure code: HELP/TYPE once per metric family, label values escaped as the format says. */
 #include "stats_prom.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-struct out {
-	char *buf;
-	size_t len, n;
-};
-
-static void put(struct out *o, const char *fmt, ...)
-{
-	va_list ap;
-	int k;
-
-	va_start(ap, fmt);
-	k = vsnprintf(o->n < o->len ? o->buf + o->n : NULL, o->n < o->len ? o->len - o->n : 0,
-		      fmt, ap);
-	va_end(ap);
-	if (k > 0)
-		o->n += (size_t)k;
-}
+#include "textbuf.h"
 
 /* A label value: \, " and newline escaped (the exposition format's three). */
-static void put_label(struct out *o, const char *key, const char *v)
+static void put_label(struct tb_textbuf *o, const char *key, const char *v)
 {
-	put(o, "%s=\"", key);
+	tb_textbuf_put(o, "%s=\"", key);
 	for (; *v; v++) {
 		if (*v == '\\' || *v == '"')
-			put(o, "\\%c", *v);
+			tb_textbuf_put(o, "\\%c", *v);
 		else if (*v == '\n')
-			put(o, "\\n");
+			tb_textbuf_put(o, "\\n");
 		else
-			put(o, "%c", *v);
+			tb_textbuf_put(o, "%c", *v);
 	}
-	put(o, "\"");
+	tb_textbuf_put(o, "\"");
 }
 
-static void labels(struct out *o, const struct tb_stats_row *r, int pid)
+static void labels(struct tb_textbuf *o, const struct tb_stats_row *r, int pid)
 {
 	put_label(o, "dest", r->dest);
 	if (r->host[0] != '\0') {
-		put(o, ",");
+		tb_textbuf_put(o, ",");
 		put_label(o, "host", r->host);
 	}
 	if (pid > 0)
-		put(o, ",pid=\"%d\"", pid);
+		tb_textbuf_put(o, ",pid=\"%d\"", pid);
 }
 
-static void family(struct out *o, const char *name, const char *type, const char *help)
+static void family(struct tb_textbuf *o, const char *name, const char *type, const char *help)
 {
-	put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	tb_textbuf_put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 int tb_stats_rows(const struct tb_stats_seg *seg, struct tb_stats_row *rows)
@@ -115,7 +98,7 @@ static const char *const hist_help[TB_HIST_COUNT] = {
 			 "response byte.",
 };
 
-static void histogram(struct out *o, const struct tb_stats_row *rows, int n, int pid, int k)
+static void histogram(struct tb_textbuf *o, const struct tb_stats_row *rows, int n, int pid, int k)
 {
 	family(o, hist_name[k], "histogram", hist_help[k]);
 	for (int i = 0; i < n; i++) {
@@ -124,24 +107,24 @@ static void histogram(struct out *o, const struct tb_stats_row *rows, int n, int
 		for (int e = TB_PROM_LE_FIRST; e <= TB_PROM_LE_LAST; e++) {
 			uint64_t edge = UINT64_C(1) << e;
 
-			put(o, "%s_bucket{", hist_name[k]);
+			tb_textbuf_put(o, "%s_bucket{", hist_name[k]);
 			labels(o, &rows[i], pid);
-			put(o, ",le=\"%.6f\"} %llu\n", (double)edge / 1e6,
+			tb_textbuf_put(o, ",le=\"%.6f\"} %llu\n", (double)edge / 1e6,
 			    (unsigned long long)tb_hist_count_le(h, edge - 1));
 		}
-		put(o, "%s_bucket{", hist_name[k]);
+		tb_textbuf_put(o, "%s_bucket{", hist_name[k]);
 		labels(o, &rows[i], pid);
-		put(o, ",le=\"+Inf\"} %llu\n", (unsigned long long)h->count);
-		put(o, "%s_sum{", hist_name[k]);
+		tb_textbuf_put(o, ",le=\"+Inf\"} %llu\n", (unsigned long long)h->count);
+		tb_textbuf_put(o, "%s_sum{", hist_name[k]);
 		labels(o, &rows[i], pid);
-		put(o, "} %.6f\n", (double)h->sum_us / 1e6);
-		put(o, "%s_count{", hist_name[k]);
+		tb_textbuf_put(o, "} %.6f\n", (double)h->sum_us / 1e6);
+		tb_textbuf_put(o, "%s_count{", hist_name[k]);
 		labels(o, &rows[i], pid);
-		put(o, "} %llu\n", (unsigned long long)h->count);
+		tb_textbuf_put(o, "} %llu\n", (unsigned long long)h->count);
 	}
 }
 
-static void counter(struct out *o, const struct tb_stats_row *rows, int n, int pid,
+static void counter(struct tb_textbuf *o, const struct tb_stats_row *rows, int n, int pid,
 		    const char *name, const char *type, const char *help, size_t off)
 {
 	family(o, name, type, help);
@@ -150,28 +133,29 @@ static void counter(struct out *o, const struct tb_stats_row *rows, int n, int p
 		long long v = strcmp(type, "gauge") == 0 ? *(const long *)(const void *)at
 							 : (long long)*(const unsigned long long *)(const void *)at;
 
-		put(o, "%s{", name);
+		tb_textbuf_put(o, "%s{", name);
 		labels(o, &rows[i], pid);
-		put(o, "} %lld\n", v);
+		tb_textbuf_put(o, "} %lld\n", v);
 	}
 }
 
 size_t tb_stats_prom(const struct tb_stats_row *rows, int n, int pid, char *buf, size_t len)
 {
-	struct out o = { buf, len, 0 };
+	struct tb_textbuf o = { buf, len, 0 };
 
 	if (len > 0)
 		buf[0] = '\0';
 	counter(&o, rows, n, pid, "timebox_calls_total", "counter",
-		"Calls begun (a governed connect, or a new request on a kept-alive connection).", offsetof(struct tb_stats_row, calls));
+		"Calls begun (a governed connect, or a new request on a kept-alive connection).",
+		offsetof(struct tb_stats_row, calls));
 	counter(&o, rows, n, pid, "timebox_completed_total", "counter",
 		"Calls that ended with a response.", offsetof(struct tb_stats_row, completed));
 	family(&o, "timebox_timeouts_total", "counter", "Calls cut by timebox, by phase.");
 	for (int i = 0; i < n; i++)
 		for (int p = 0; p < TB_PHASE_COUNT; p++) {
-			put(&o, "timebox_timeouts_total{");
+			tb_textbuf_put(&o, "timebox_timeouts_total{");
 			labels(&o, &rows[i], pid);
-			put(&o, ",phase=\"%s\"} %llu\n", tb_phase_name((enum tb_phase)p),
+			tb_textbuf_put(&o, ",phase=\"%s\"} %llu\n", tb_phase_name((enum tb_phase)p),
 			    rows[i].cuts[p]);
 		}
 	counter(&o, rows, n, pid, "timebox_gate_rejects_total", "counter",
