@@ -281,6 +281,25 @@ static void cut(int fd)
 	shutdown(fd, SHUT_RDWR);
 }
 
+/*
+ * The cut of a handshake. shutdown() ends a connect() under way in the kernel, but not one
+ * the thread has yet to enter: a thread preempted just before it, or one whose earlier
+ * connect a signal interrupted (EINTR, the handshake going on in the background, which
+ * connect_not_begun takes for begun) and that calls connect() again. That connect would
+ * start a fresh handshake on the unconnected socket and, against a peer that drops SYNs,
+ * block for the kernel's retries (make stress: a worker in connect 4.9 s after its cut).
+ * The send timeout bounds every blocking connect the kernel begins after this - it is read
+ * under the socket's lock, which the shutdown that follows takes too - and the socket is
+ * dead for the program from now on (EXPIRED: every call on it fails with ETIMEDOUT).
+ */
+static void cut_connect(int fd)
+{
+	const struct timeval tiny = { 0, 1 };
+
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tiny, sizeof(tiny));
+	cut(fd);
+}
+
 /* Raises `busy`: from here until drop_busy, close() of any fd of s waits before it gives
  * the number back to the kernel. Dekker with tb_fd_take + quiesce in close: either close
  * sees busy and waits, or we see its slot already cleared (fd_is_ours fails). The seq_cst
@@ -350,6 +369,7 @@ int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_p
 {
 	int saved = errno;
 	int rc = -1;
+	bool connecting;
 
 	take_busy(s);
 	if (own_fd ? !fd_is_ours(s, gen, fd) : (fd = find_fd(s, gen)) < 0) {
@@ -376,6 +396,7 @@ int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_p
 		rc = 0;
 		goto out;
 	}
+	connecting = TB_ST(tb_sock_word(s)) == TB_ST_CONNECTING;
 	if (!claim_expiry(s, gen, phase))
 		goto out;
 	/* The line is taken now: once shut down, the waiter wakes and folds its wait into
@@ -389,7 +410,10 @@ int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_p
 	atomic_store_explicit(&s->log_pending, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&tb_expiries[phase], 1, memory_order_relaxed);
 	tb_stats_cut(s, phase);
-	cut(fd);
+	if (connecting)
+		cut_connect(fd);
+	else
+		cut(fd);
 	rc = 1;
 out:
 	drop_busy(s);
