@@ -171,6 +171,10 @@ out:
  * stats file when it is due, and reports held-back log lines a second after the first one.
  * Otherwise it sleeps: an idle governed process is not woken by it.
  */
+/* The stats thread's refresh and file writes, and the last write at exit: one at a time
+ * (they share the rows and the gauges they copy). Never taken on the I/O path. */
+static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void *stats_main(void *arg)
 {
 	int64_t next_file = 0, flush_at = 0;
@@ -181,6 +185,7 @@ static void *stats_main(void *arg)
 		int64_t now = tb_now(), wait = 3600 * TB_NS_PER_S;
 		struct timespec ts;
 
+		pthread_mutex_lock(&work_lock);
 		tb_gates_each(refresh_gate, NULL);
 		refresh_hosts();
 		if (!tb_log_suppressing()) {
@@ -195,6 +200,7 @@ static void *stats_main(void *arg)
 			write_file();
 			next_file = now + stats_interval;
 		}
+		pthread_mutex_unlock(&work_lock);
 		atomic_fetch_add(&seg->refreshed, 1);
 		futex(&seg->refreshed, FUTEX_WAKE, INT_MAX, NULL);
 		now = tb_now();
@@ -229,8 +235,11 @@ static void remove_segment(void)
 
 	if (seg == NULL || seg->pid != getpid())
 		return;
-	if (stats_path[0] != '\0')
+	if (stats_path[0] != '\0') {
+		pthread_mutex_lock(&work_lock);
 		write_file();
+		pthread_mutex_unlock(&work_lock);
+	}
 	snprintf(path, sizeof(path), "%s/%s", tb_gate_file_dir(), seg_name);
 	unlink(path);
 }

@@ -16,6 +16,9 @@ import lib
 
 lib.scrub_timebox_env()
 
+# An interpreter's start-up under a sanitizer's runtime (none without one).
+STARTUP_MS = {"": 0, "address": 500, "undefined": 200, "thread": 3000}[lib.SANITIZE]
+
 TIMEOUT = {"test_interpreters_run_networked_scripts_unchanged": 120,
            "test_interpreters_are_governed": 90,
            "test_allocator_preloaded_before_and_after_timebox": 120,
@@ -139,7 +142,11 @@ def test_interpreters_are_governed():
                         timeout=30)
             cuts = lib.tb_records(r.stderr, event="timeout")
             assert len(cuts) == 1, (name, r)
-            assert limit <= r.elapsed_ms < lib.slack(limit) + lib.SLACK_MS, (name, r)
+            # Never early; late by at most the slack and an interpreter's start-up, which a
+            # sanitizer's runtime makes seconds long (ruby under TSan: 1.2 s).
+            assert int(cuts[0]["elapsed_ms"]) >= limit, (name, r)
+            assert limit <= r.elapsed_ms < lib.slack(limit) + lib.SLACK_MS + STARTUP_MS, \
+                (name, r)
     if missing:
         lib.skip("not installed: %s; the others passed" % ", ".join(missing))
 
@@ -243,10 +250,23 @@ def test_preloaded_twice_or_dlopened():
                 assert len(lib.tb_records(once.stderr, event="gate")) == 1, once
             cut = lib.run([LOADCHECK, str(srv.port), "/stall"], env=env, timeout=30)
             assert "err ETIMEDOUT 1" in cut.stdout, (pre, cut)
-            assert len(lib.tb_records(cut.stderr, event="timeout")) == 1, (pre, cut)
+            lines = len(lib.tb_records(cut.stderr, event="timeout"))
+            if pre[1] == lib.LIB:
+                assert lines == 1, (pre, cut)
+            else:
+                # Two copies both govern (docs/limitations.md): each watchdog may log its
+                # own cut of the one stall - one line or two, by which fires first.
+                assert 1 <= lines <= 2, (pre, cut)
         py = ["python3", "-c", DLOPEN_SCRIPT, str(srv.port), lib.LIB] + PATHS
-        nat = lib.run(py, env=lib.native_env(), timeout=30)
-        dl = lib.run(py, env=lib.native_env(gov), timeout=30)
+        lib.require_runs_with_sanitizer(["python3", "-c", "pass"])
+        # A sanitized library dlopen()ed needs its sanitizer's runtime loaded first.
+        envs = [lib.native_env(), lib.native_env(gov)]
+        for env in envs:
+            if lib.SANITIZE:
+                env["LD_PRELOAD"] = " ".join(lib.sanitizer_preload())
+                lib.sanitizer_options(env)
+        nat = lib.run(py, env=envs[0], timeout=30)
+        dl = lib.run(py, env=envs[1], timeout=30)
         assert nat.returncode == 0 and (dl.returncode, dl.stdout) == (0, nat.stdout), dl
 
 
@@ -482,6 +502,13 @@ def test_setuid_copy_ignores_configuration_and_writes_nothing():
             args = ["--whoami", str(srv.port), "/delay?ms=800"]
             for b, mapped in ((preloaded, "absent"), (linked, "mapped")):
                 r = lib.run(nobody + [b] + args, env=env, timeout=20)
+                refused = ("Sanitizer" in r.stderr or "runtime does not come first" in r.stderr)
+                if lib.SANITIZE and b == linked and r.returncode != 0 and refused:
+                    # Proven by this very run: a set-id program ignores LD_PRELOAD, so a
+                    # sanitized libtimebox linked into it cannot have its runtime first.
+                    lib.skip("a setuid program ignores LD_PRELOAD: the %s sanitizer's runtime "
+                             "cannot come first in it (%s)"
+                             % (lib.SANITIZE, r.stderr.strip().splitlines()[-1][:120]))
                 assert r.returncode == 0, (b, r)
                 assert r.stdout == ("timebox %s\nsecure 1\nbody ok order=0\nok 1\n"
                                     "fds_leaked 0\n" % mapped), (b, r)
@@ -495,6 +522,12 @@ def test_setuid_copy_ignores_configuration_and_writes_nothing():
             env["TIMEBOX_CONNECT_TIMEOUT"] = "5s"
             env["TIMEBOX_LOG"] = "stderr"
             r = lib.run(nobody + [linked] + args, env=env, timeout=20)
+            if lib.SANITIZE and "cannot start the watchdog thread" in r.stderr:
+                # Proven by this run: the sanitized copy, linked into a program the
+                # sanitizer's runtime does not come first in, cannot create its threads.
+                lib.skip("the %s sanitizer's runtime, not first in the linked program, "
+                         "refuses timebox's threads (\"cannot start the watchdog thread\")"
+                         % lib.SANITIZE)
             assert r.returncode == 1, r
             assert r.stdout.startswith("timebox mapped\nsecure 0\nbody \nok 0\n"
                                        "err ETIMEDOUT 1\n"), r
