@@ -82,6 +82,15 @@ static void check_only_member(const struct tb_settings *before, const struct tb_
 	case TB_ENV_LOG_LEVEL:
 		a.log_level = b.log_level;
 		break;
+	case TB_ENV_PROTOCOL:
+		a.protocol = b.protocol;
+		break;
+	case TB_ENV_LOG_FORMAT:
+		a.log_format = b.log_format;
+		break;
+	case TB_ENV_FILE:
+		memcpy((char *)&a + var->field, (char *)&b + var->field, TB_LOG_PATH_MAX);
+		break;
 	case TB_ENV_PATH:
 		break;
 	}
