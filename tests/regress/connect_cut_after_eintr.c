@@ -59,10 +59,9 @@ static void on_guard(int sig)
 
 int main(int argc, char **argv)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in a;
 	struct itimerval first = { .it_value = { 0, 100000 } };
 	struct sigaction sa;
-	socklen_t len = sizeof(a);
 	int lfd, fd, r, err;
 	double t0;
 
@@ -71,17 +70,7 @@ int main(int argc, char **argv)
 		tbr_add_preload(delay_c);
 	tbr_preload_self(argv, "TIMEBOX_CONNECT_TIMEOUT=300ms", NULL);
 	tbr_remove_built();
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
-	TBR_CHECK(bind(lfd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(lfd, 0) == 0 &&
-		  getsockname(lfd, (struct sockaddr *)&a, &len) == 0, "listener");
-	for (int i = 0; i < 16; i++) { /* fill the accept queue: SYNs are dropped from then on */
-		struct pollfd p = { .events = POLLOUT };
-
-		p.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-		if (connect(p.fd, (struct sockaddr *)&a, sizeof(a)) < 0 && errno == EINPROGRESS &&
-		    poll(&p, 1, 100) == 0) /* under the limit: never cut */
-			break;
-	}
+	lfd = tbr_listen_dropping_syns(&a); /* kept open to the end: it drops SYNs */
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_alarm; /* no SA_RESTART */
 	sigaction(SIGALRM, &sa, NULL);
@@ -102,5 +91,6 @@ int main(int argc, char **argv)
 	printf("retried connect: %s after %.0f ms\n", r < 0 ? strerror(err) : "ok",
 	       tbt_now_ms() - t0);
 	TBR_CHECK(r < 0 && err == ETIMEDOUT, "the retry gave %d (%s)", r, strerror(err));
+	close(lfd);
 	return 0;
 }

@@ -51,7 +51,7 @@ static void on_alarm(int sig)
 
 int main(int argc, char **argv)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in a;
 	int port, lfd, fd, r, err;
 	double t0;
 
@@ -60,19 +60,8 @@ int main(int argc, char **argv)
 		tbr_add_preload(delay_c);
 	tbr_preload_self(argv, "TIMEBOX_CONNECT_TIMEOUT=200ms", NULL);
 	tbr_remove_built();
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
-	socklen_t len = sizeof(a);
-	TBR_CHECK(bind(lfd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(lfd, 0) == 0 &&
-		  getsockname(lfd, (struct sockaddr *)&a, &len) == 0, "listener");
+	lfd = tbr_listen_dropping_syns(&a); /* kept open to the end: it drops SYNs */
 	port = ntohs(a.sin_port);
-	for (int i = 0; i < 16; i++) { /* fill the accept queue: SYNs are dropped from then on */
-		struct pollfd p = { .events = POLLOUT };
-
-		p.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-		if (connect(p.fd, (struct sockaddr *)&a, sizeof(a)) < 0 && errno == EINPROGRESS &&
-		    poll(&p, 1, 100) == 0) /* under the limit: never cut */
-			break;
-	}
 	(void)port;
 	signal(SIGALRM, on_alarm);
 	alarm(5);
@@ -83,5 +72,6 @@ int main(int argc, char **argv)
 	err = errno;
 	TBR_CHECK(r < 0 && err == ETIMEDOUT, "connect gave %d (%s)", r, strerror(err));
 	printf("connect failed with ETIMEDOUT after %.0f ms\n", tbt_now_ms() - t0);
+	close(lfd);
 	return 0;
 }

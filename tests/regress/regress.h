@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +94,29 @@ static inline int tbr_listen(int *port)
 	TBR_CHECK(getsockname(fd, (struct sockaddr *)&a, &len) == 0, "getsockname");
 	*port = ntohs(a.sin_port);
 	return fd;
+}
+
+/* A listener on 127.0.0.1 (its address in *a) whose accept queue is full: SYNs to it are
+ * dropped from now on, so a connect blocks as against a blackholed peer. */
+static inline int tbr_listen_dropping_syns(struct sockaddr_in *a)
+{
+	socklen_t len = sizeof(*a);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+
+	memset(a, 0, sizeof(*a));
+	a->sin_family = AF_INET;
+	a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	TBR_CHECK(bind(lfd, (struct sockaddr *)a, sizeof(*a)) == 0 && listen(lfd, 0) == 0 &&
+		  getsockname(lfd, (struct sockaddr *)a, &len) == 0, "listener");
+	for (int i = 0; i < 16; i++) { /* fill the accept queue */
+		struct pollfd p = { .events = POLLOUT };
+
+		p.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		if (connect(p.fd, (struct sockaddr *)a, sizeof(*a)) < 0 && errno == EINPROGRESS &&
+		    poll(&p, 1, 100) == 0) /* this one hangs: the queue is full */
+			break;
+	}
+	return lfd;
 }
 
 /* A blocking TCP connection to 127.0.0.1:port (governed when the library governs). */
