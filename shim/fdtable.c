@@ -54,7 +54,7 @@ static void raise_hiwater(int fd)
 
 bool tb_fd_set(int fd, struct tb_sock *s)
 {
-	if (fd < 0 || fd >= atomic_load_explicit(&tb_fd_cap, memory_order_relaxed))
+	if (fd < 0 || fd >= atomic_load_explicit(&tb_fd_cap, memory_order_acquire))
 		return false;
 	atomic_store_explicit(&tb_fdtab[fd], s, memory_order_release);
 	if (s != NULL)
@@ -65,7 +65,7 @@ bool tb_fd_set(int fd, struct tb_sock *s)
 bool tb_fd_swap(int fd, struct tb_sock *s, struct tb_sock **old)
 {
 	*old = NULL;
-	if (fd < 0 || fd >= atomic_load_explicit(&tb_fd_cap, memory_order_relaxed))
+	if (fd < 0 || fd >= atomic_load_explicit(&tb_fd_cap, memory_order_acquire))
 		return false;
 	*old = atomic_exchange(&tb_fdtab[fd], s);
 	if (s != NULL)
@@ -75,14 +75,14 @@ bool tb_fd_swap(int fd, struct tb_sock *s, struct tb_sock **old)
 
 bool tb_fd_take_if(int fd, struct tb_sock *s)
 {
-	if (fd < 0 || fd >= atomic_load_explicit(&tb_fd_cap, memory_order_relaxed) || s == NULL)
+	if (fd < 0 || fd >= atomic_load_explicit(&tb_fd_cap, memory_order_acquire) || s == NULL)
 		return false;
 	return atomic_compare_exchange_strong(&tb_fdtab[fd], &s, NULL);
 }
 
 struct tb_sock *tb_fd_take(int fd)
 {
-	if (fd < 0 || fd >= atomic_load_explicit(&tb_fd_cap, memory_order_relaxed))
+	if (fd < 0 || fd >= atomic_load_explicit(&tb_fd_cap, memory_order_acquire))
 		return NULL;
 	if (atomic_load_explicit(&tb_fdtab[fd], memory_order_relaxed) == NULL)
 		return NULL;
@@ -93,8 +93,9 @@ struct tb_sock *tb_fd_take(int fd)
 
 static bool internal_ok(int fd)
 {
-	return internal_bits != NULL && fd >= 0 &&
-	       fd < atomic_load_explicit(&tb_fd_cap, memory_order_relaxed);
+	/* The capacity first: its acquire makes internal_bits visible. */
+	return fd >= 0 && fd < atomic_load_explicit(&tb_fd_cap, memory_order_acquire) &&
+	       internal_bits != NULL;
 }
 
 void tb_fd_mark_internal(int fd)

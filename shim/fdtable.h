@@ -18,10 +18,12 @@ extern atomic_int tb_fd_internal_hiwater; /* highest fd ever marked internal, -1
 int tb_fdtable_init(void);
 
 /* The socket fd refers to, or NULL. The acquire pairs with tb_fd_set's release so the
- * caller sees the socket fully initialised. */
+ * caller sees the socket fully initialised; the one on the capacity with tb_fdtable_init's
+ * store, so a thread that sees the table sized also sees it mapped (threads a preloaded
+ * constructor started call in while timebox initialises). Both are plain loads on x86. */
 static inline struct tb_sock *tb_fd_sock(int fd)
 {
-	if ((unsigned)fd >= (unsigned)atomic_load_explicit(&tb_fd_cap, memory_order_relaxed))
+	if ((unsigned)fd >= (unsigned)atomic_load_explicit(&tb_fd_cap, memory_order_acquire))
 		return NULL;
 	return atomic_load_explicit(&tb_fdtab[fd], memory_order_acquire);
 }

@@ -267,7 +267,19 @@ static void say_self(const char *name)
  * resolved address: comparing with `&name` as seen from here would be wrong in a library
  * loaded by dlopen, where `name` means libc's function and so equals the right answer.
  */
-static void bind_one(void **slot, const char *name, void *fallback, const void *self)
+/*
+ * A thread started before our constructor (by another preloaded library's) may call a hook
+ * while the binding below stores into tb_real: it reads either the boot stub, which waits
+ * for the binding, or the bound function - both right, as an aligned pointer is stored and
+ * loaded whole. The stores are atomic and these functions are left out of ThreadSanitizer's
+ * view, which would otherwise report the plain loads of the hot path
+ * (tests/regress/load_time_io).
+ */
+#define TB_BINDER __attribute__((no_sanitize("thread")))
+#define SET_SLOT(slot, p) __atomic_store_n((slot), (p), __ATOMIC_RELAXED)
+
+static TB_BINDER void bind_one(void **slot, const char *name, void *fallback,
+			       const void *self)
 {
 	void *p = dlsym(RTLD_NEXT, name);
 	Dl_info where;
@@ -276,7 +288,7 @@ static void bind_one(void **slot, const char *name, void *fallback, const void *
 		say_self(name);
 		p = NULL;
 	}
-	*slot = p != NULL ? p : fallback;
+	SET_SLOT(slot, p != NULL ? p : fallback);
 }
 
 #define BIND(name) bind_one((void **)&tb_real.name, #name, (void *)raw_##name, self)
@@ -319,10 +331,11 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
 			say_self(#name);                                                    \
 			p_ = NULL;                                                          \
 		}                                                                           \
-		tb_real.name = p_ != NULL ? (__typeof__(tb_real.name))p_ : raw_##name;      \
+		SET_SLOT(&tb_real.name,                                                     \
+			 p_ != NULL ? (__typeof__(tb_real.name))p_ : raw_##name);            \
 	} while (0)
 
-static void bind_stdio(void)
+static TB_BINDER void bind_stdio(void)
 {
 	struct range self = { 0, 0 };
 
@@ -354,7 +367,7 @@ static void bind_stdio(void)
 	BIND_STDIO(fflush_unlocked);
 }
 
-static void bind_all(void)
+static TB_BINDER void bind_all(void)
 {
 	Dl_info here;
 	const void *self = dladdr((void *)&tb_real, &here) != 0 ? here.dli_fbase : NULL;
@@ -397,7 +410,7 @@ static void bind_all(void)
 	BIND(epoll_pwait2);
 	/* glibc before 2.28 has no fcntl64: forward both names to fcntl. */
 	if (tb_real.fcntl64 == raw_fcntl64)
-		tb_real.fcntl64 = tb_real.fcntl;
+		SET_SLOT(&tb_real.fcntl64, tb_real.fcntl);
 }
 
 static void bind_once_fn(void)
@@ -409,8 +422,11 @@ static void bind_once_fn(void)
 
 int tb_real_bind(void)
 {
+	int saved = errno; /* a signal handler's write may be what binds: errno is its caller's */
+
 	if (binding)
 		return -1;
 	pthread_once(&bind_once, bind_once_fn);
+	errno = saved;
 	return 0;
 }

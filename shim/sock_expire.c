@@ -59,7 +59,7 @@ static bool tcp_info(int fd, struct tcp_info *ti, size_t need)
  * and close's (exchange of the slot, then load of busy) form the Dekker pair (rule 3). */
 static bool slot_is(int fd, struct tb_sock *s)
 {
-	return fd >= 0 && fd < atomic_load_explicit(&tb_fd_cap, memory_order_relaxed) &&
+	return fd >= 0 && fd < atomic_load_explicit(&tb_fd_cap, memory_order_acquire) &&
 	       atomic_load(&tb_fdtab[fd]) == s;
 }
 
