@@ -204,10 +204,42 @@ int64_t tb_sock_sample_acked(struct tb_sock *s, int64_t now)
 	return tb_at_after(now, look_period(set));
 }
 
+/*
+ * Past the write limit with nothing acknowledged: has TCP itself confirmed the stall?
+ * A receiver that frees its buffer in small reads keeps its window shut until about half
+ * of it is free, and the sender hears of the reopening only from a window update or from
+ * the answer to a zero-window probe, sent at the retransmission timeout and doubled while
+ * the window stays shut (200, then 400 ms later on loopback). Under a reader taking 4 KiB
+ * every 100 ms through a 16 KiB buffer the count stands still for half a second, and a
+ * 300 ms limit cut an upload that completes natively. So the cut also waits for the
+ * kernel's second probe to find the window still shut (tcpi_backoff counts the probes
+ * since bytes last moved), for a retransmission outstanding (a peer that does not answer
+ * at all), or for one more write_timeout, at least 1 s, whichever comes first: a limit
+ * longer than the first two probe intervals is unchanged (tests/regress/write_probe_drain.c). A stream
+ * that is not TCP has no probes: cut at the limit. Returns true to cut; otherwise sets
+ * *recheck.
+ */
+static bool stall_confirmed(int fd, int64_t limit_at, int64_t write_ns, int64_t now,
+			    int64_t *recheck)
+{
+	int64_t grace = write_ns > TB_NS_PER_S ? write_ns : TB_NS_PER_S;
+	int64_t until = tb_at_after(limit_at, grace);
+	struct tcp_info ti;
+
+	if (!tcp_info(fd, &ti, offsetof(struct tcp_info, tcpi_backoff) + sizeof(ti.tcpi_backoff)))
+		return true;
+	if (ti.tcpi_backoff >= 2 || ti.tcpi_retransmits > 0 || now >= until)
+		return true;
+	*recheck = tb_at_after(now, write_ns / 8 > JIFFY_NS ? write_ns / 8 : JIFFY_NS);
+	if (*recheck > until)
+		*recheck = until;
+	return false;
+}
+
 /* Write side, under `busy`, at the expiry: did the peer accept bytes within the last
  * write_timeout? Then the send is draining: not cut, looked at again when the limit would
  * pass since that movement. Without an earlier look in this wait, look again one period
- * later. */
+ * later. Past the limit, stall_confirmed decides. */
 static bool write_progressing(struct tb_sock *s, int fd, int64_t now, int64_t *recheck)
 {
 	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
@@ -226,7 +258,8 @@ static bool write_progressing(struct tb_sock *s, int fd, int64_t now, int64_t *r
 		*recheck = tb_at_after(moved, set->write_ns);
 		return true;
 	}
-	return false;
+	return !stall_confirmed(fd, tb_at_after(moved, set->write_ns), set->write_ns, now,
+				recheck);
 }
 
 /* What the log line reports: the silence (or time) that exceeded the limit. */
