@@ -113,7 +113,7 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(POLICY_OBJS) $(wildcard tests/unit/*.h s
 # The runtime core's unit test: sock.o, sock_expire.o and fdtable.o against a fake tb_real
 # (the test defines it), with watchdog.c included to reach its static steps.
 SOCK_TEST_OBJS := $(BUILD)/obj/shim/sock.o $(BUILD)/obj/shim/sock_expire.o \
-                  $(BUILD)/obj/shim/fdtable.o
+                  $(BUILD)/obj/shim/fdtable.o $(BUILD)/obj/shim/service.o
 $(BUILD)/tests/unit/test_sock: tests/unit/test_sock.c shim/watchdog.c $(SOCK_TEST_OBJS) \
 		$(POLICY_OBJS) $(wildcard tests/unit/*.h shim/*.h)
 	@mkdir -p $(dir $@)

@@ -25,6 +25,7 @@
 #include "hooks.h"
 #include "log.h"
 #include "real.h"
+#include "service.h"
 #include "stats_prom.h"
 #include "stats_seg.h"
 
@@ -246,24 +247,11 @@ static void remove_segment(void)
 
 static void start_thread(void)
 {
-	pthread_attr_t attr;
-	pthread_t tid;
-	sigset_t all, old;
-
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 256 * 1024);
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
 	/* Named before the connect returns, so that a look at /proc/self/task tells it apart
 	 * from the program's threads (and from the watchdog). */
-	if (pthread_create(&tid, &attr, stats_main, NULL) == 0)
-		pthread_setname_np(tid, "timebox-stats");
-	else
+	if (!tb_service_start(stats_main, 256 * 1024, "timebox-stats"))
 		tb_log_error("event=error what=stats_thread error=\"cannot start the stats thread; "
 			     "gauges and the stats file are not updated\"");
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
 }
 
 /*

@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "futex.h"
 #include "log.h"
+#include "service.h"
 #include "sock.h"
 
 /* When a due wait is not cut (see tb_sock_expire), look again this much later at most. */
@@ -282,31 +283,16 @@ static void *wd_main(void *arg)
 
 void tb_wd_start(void)
 {
-	pthread_attr_t attr;
-	pthread_t tid;
-	sigset_t all, old;
-
 	if (atomic_load(&started))
 		return;
 	pthread_mutex_lock(&start_lock);
 	if (atomic_load(&started))
 		goto out;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 64 * 1024);
-	/* The host's signals are for the host's threads: block them all in ours. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (pthread_create(&tid, &attr, wd_main, NULL) == 0) {
-		/* A name an operator sees in top -H, ps -L and a debugger's thread list. */
-		pthread_setname_np(tid, "timebox-wd");
+	if (tb_service_start(wd_main, 64 * 1024, "timebox-wd"))
 		atomic_store(&started, 1);
-	}
 	else
 		tb_log_error("event=error what=watchdog_thread "
 			     "error=\"cannot start the watchdog thread; waits are unbounded\"");
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
 out:
 	pthread_mutex_unlock(&start_lock);
 }

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../e2e/tbtest.h"
@@ -147,6 +148,30 @@ static inline int tbr_thread_sleeping(int tid)
 		s = p[2] == 'S';
 	fclose(f);
 	return s;
+}
+
+/* A peer for an upload: accepts one connection on lfd and reads `step` bytes every
+ * `pause_ms` ms until end of file. With step 0 it reads nothing until a byte arrives on
+ * the pipe `done` (a stalled peer), then closes. Run it as a thread. */
+struct tbr_drain {
+	int lfd, step, pause_ms, done;
+};
+
+static inline void *tbr_drainer(void *arg)
+{
+	struct tbr_drain *d = arg;
+	int c = accept(d->lfd, NULL, NULL);
+	struct timespec ts = { 0, (long)d->pause_ms * 1000000 };
+	static __thread char b[65536];
+	ssize_t n;
+
+	if (c >= 0 && d->step == 0 && read(d->done, b, 1) < 0)
+		perror("read");
+	while (c >= 0 && d->step > 0 && (n = read(c, b, (size_t)d->step)) > 0)
+		nanosleep(&ts, NULL);
+	if (c >= 0)
+		close(c);
+	return NULL;
 }
 
 #endif

@@ -25,31 +25,8 @@
  */
 #include <pthread.h>
 #include <stdbool.h>
-#include <time.h>
 
 #include "regress.h"
-
-struct drain {
-	int lfd, step, pause_ms;
-	int done; /* a stalled peer reads nothing until this pipe has a byte */
-};
-
-static void *drainer(void *arg)
-{
-	struct drain *d = arg;
-	int c = accept(d->lfd, NULL, NULL);
-	struct timespec ts = { 0, (long)d->pause_ms * 1000000 };
-	char b[65536];
-	ssize_t n;
-
-	if (c >= 0 && d->step == 0 && read(d->done, b, 1) < 0)
-		perror("read");
-	while (c >= 0 && d->step > 0 && (n = read(c, b, (size_t)d->step)) > 0)
-		nanosleep(&ts, NULL);
-	if (c >= 0)
-		close(c);
-	return NULL;
-}
 
 static int client(int port)
 {
@@ -73,7 +50,7 @@ int main(int argc, char **argv)
 	tbr_preload_self(argv, "TIMEBOX_WRITE_TIMEOUT=300ms", NULL);
 	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]) + 1; i++) {
 		bool stalled = i == sizeof(steps) / sizeof(steps[0]);
-		struct drain d = { .step = stalled ? 0 : steps[i][0],
+		struct tbr_drain d = { .step = stalled ? 0 : steps[i][0],
 				   .pause_ms = stalled ? 0 : steps[i][1] };
 		int port, fd, err, done[2];
 		pthread_t t;
@@ -84,7 +61,7 @@ int main(int argc, char **argv)
 		d.done = done[0];
 		d.lfd = tbr_listen(&port);
 		setsockopt(d.lfd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
-		pthread_create(&t, NULL, drainer, &d);
+		pthread_create(&t, NULL, tbr_drainer, &d);
 		fd = client(port);
 		t0 = tbt_now_ms();
 		n = send(fd, data, sizeof(data), MSG_NOSIGNAL);

@@ -20,28 +20,8 @@
  * tells the same story for one large send).
  */
 #include <pthread.h>
-#include <time.h>
 
 #include "regress.h"
-
-struct drain {
-	int lfd, step, pause_ms;
-};
-
-static void *drainer(void *arg)
-{
-	struct drain *d = arg;
-	int c = accept(d->lfd, NULL, NULL);
-	struct timespec ts = { 0, (long)d->pause_ms * 1000000 };
-	char b[65536];
-	ssize_t n;
-
-	while (c >= 0 && (n = read(c, b, (size_t)d->step)) > 0)
-		nanosleep(&ts, NULL);
-	if (c >= 0)
-		close(c);
-	return NULL;
-}
 
 int main(int argc, char **argv)
 {
@@ -53,7 +33,7 @@ int main(int argc, char **argv)
 	(void)argc;
 	tbr_preload_self(argv, "TIMEBOX_WRITE_TIMEOUT=300ms", NULL);
 	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
-		struct drain d = { .step = steps[i][0], .pause_ms = steps[i][1] };
+		struct tbr_drain d = { .step = steps[i][0], .pause_ms = steps[i][1] };
 		int port, rcv = 16384, snd = 8192, fd;
 		pthread_t t;
 		double t0;
@@ -61,7 +41,7 @@ int main(int argc, char **argv)
 
 		d.lfd = tbr_listen(&port);
 		setsockopt(d.lfd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
-		pthread_create(&t, NULL, drainer, &d);
+		pthread_create(&t, NULL, tbr_drainer, &d);
 		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &snd, sizeof(snd));
 		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),

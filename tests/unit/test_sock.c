@@ -38,6 +38,8 @@ static struct {
 	bool tcp;                 /* getsockopt(TCP_INFO) succeeds */
 	uint32_t last_data_recv;  /* ms */
 	uint64_t bytes_acked;
+	uint8_t backoff;          /* zero-window probes since bytes last moved */
+	uint8_t retransmits;
 	int logged;
 	int64_t logged_elapsed;
 	bool shut_when_logged;    /* the socket was already cut when its line was written */
@@ -56,6 +58,8 @@ static int fake_getsockopt(int fd, int level, int name, void *val, socklen_t *le
 	memset(&ti, 0, sizeof(ti));
 	ti.tcpi_last_data_recv = fake.last_data_recv;
 	ti.tcpi_bytes_acked = fake.bytes_acked;
+	ti.tcpi_backoff = fake.backoff;
+	ti.tcpi_retransmits = fake.retransmits;
 	if (*len > sizeof(ti))
 		*len = sizeof(ti);
 	memcpy(val, &ti, *len);
@@ -303,7 +307,8 @@ static void test_queued_data_is_not_cut(void **state)
 /* ---- the write side --------------------------------------------------------------------- */
 
 /* A blocked sender whose peer keeps acknowledging is draining, however full its buffer;
- * once the count stops, the cut comes write_timeout after its last movement. */
+ * once the count stops, the cut comes write_timeout after its last movement, as soon as
+ * TCP confirms the stall (the second zero-window probe found the window shut). */
 static void test_bytes_acked_decide_write_progress(void **state)
 {
 	struct pair p = open_pair();
@@ -320,10 +325,46 @@ static void test_bytes_acked_decide_write_progress(void **state)
 	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_WR, TB_PHASE_WRITE, -1, false,
 					T0 + 800 * MS, &recheck), 0);
 	assert_true(recheck == T0 + 1500 * MS);
-	/* Stuck from here on. */
+	/* Stuck from here on; one probe so far: looked at again one period later. */
+	fake.backoff = 1;
 	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_WR, TB_PHASE_WRITE, -1, false,
-					T0 + 1500 * MS, &recheck), 1);
-	assert_true(fake.logged_elapsed == 800 * MS);
+					T0 + 1500 * MS, &recheck), 0);
+	assert_true(recheck == T0 + 1600 * MS);
+	assert_int_equal(fake.logged, 0);
+	fake.backoff = 2;
+	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_WR, TB_PHASE_WRITE, -1, false,
+					T0 + 1600 * MS, &recheck), 1);
+	assert_true(fake.logged_elapsed == 900 * MS);
+	close_pair(&p);
+}
+
+/* Without a word from TCP - no probe, no retransmission - the stall is cut one more
+ * write_timeout (at least 1 s) after the limit; a retransmission outstanding cuts at once. */
+static void test_write_cut_waits_for_tcp_at_most_one_more_limit(void **state)
+{
+	struct pair p = open_pair();
+	int64_t recheck = 0;
+
+	(void)state;
+	fake.tcp = true;
+	fake.bytes_acked = 1000;
+	tb_wd_wait_begin(p.s, TB_WR, p.fd, T0);
+	tb_sock_sample_acked(p.s, T0 + 100 * MS);
+	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_WR, TB_PHASE_WRITE, -1, false,
+					T0 + 1750 * MS, &recheck), 0);
+	assert_true(recheck == T0 + 1800 * MS); /* capped at the limit (800 ms) + 1 s */
+	assert_int_equal(fake.logged, 0);
+	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_WR, TB_PHASE_WRITE, -1, false,
+					T0 + 1800 * MS, &recheck), 1);
+	close_pair(&p);
+
+	p = open_pair();
+	fake.logged = 0;
+	tb_wd_wait_begin(p.s, TB_WR, p.fd, T0);
+	tb_sock_sample_acked(p.s, T0 + 100 * MS);
+	fake.retransmits = 1;
+	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_WR, TB_PHASE_WRITE, -1, false,
+					T0 + 800 * MS, &recheck), 1);
 	close_pair(&p);
 }
 
@@ -421,6 +462,7 @@ int main(void)
 		cmocka_unit_test_setup(test_data_before_the_wait_does_not_delay_the_cut, setup),
 		cmocka_unit_test_setup(test_queued_data_is_not_cut, setup),
 		cmocka_unit_test_setup(test_bytes_acked_decide_write_progress, setup),
+		cmocka_unit_test_setup(test_write_cut_waits_for_tcp_at_most_one_more_limit, setup),
 		cmocka_unit_test_setup(test_closed_dup_cut_through_the_other_fd, setup),
 		cmocka_unit_test_setup(test_unverifiable_socket_is_given_up_not_looped, setup),
 		cmocka_unit_test_setup(test_own_fd_no_longer_ours_is_not_cut, setup),

@@ -1,0 +1,19 @@
+/* service.h - timebox's own threads (the watchdog, the statistics thread): started
+ * detached, with every signal blocked and a name, on a small stack when the program lets. */
+#ifndef TB_SERVICE_H
+#define TB_SERVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/*
+ * Starts fn(NULL) on a detached thread named `name` (top -H, ps -L, a debugger), with
+ * every signal blocked (the host's signals are for the host's threads). `stack` bytes of
+ * stack are asked first; glibc puts the static TLS of the program and its libraries on
+ * the stack too and refuses a stack too small for it, and then the thread is started with
+ * the system's default size instead (tests/regress/big_tls_watchdog.c). Returns false
+ * when no thread could be started.
+ */
+bool tb_service_start(void *(*fn)(void *), size_t stack, const char *name);
+
+#endif
