@@ -2,6 +2,8 @@
  * a stale slot), and getsockopt(SO_ERROR) (where a non-blocking connect learns its fate). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -62,6 +64,30 @@ static const struct tb_settings *governable(int fd, const struct sockaddr *sa, s
 	*ino = (uint64_t)st.st_ino;
 	*nonblock = (fl & O_NONBLOCK) != 0;
 	return set;
+}
+
+/*
+ * A connection timebox cannot govern goes on natively, and the log says so once per
+ * process and cause (tests/regress/sock_pool_oom.c): no memory for the socket (the pool
+ * grows by an mmap), or a number past the fd table (sized from the hard RLIMIT_NOFILE at
+ * start-up). Later ones are as ungoverned, and silent.
+ */
+static void say_ungoverned(int fd, bool no_memory)
+{
+	static atomic_bool said[2];
+	char body[240];
+
+	if (atomic_exchange(&said[no_memory], true))
+		return;
+	if (no_memory)
+		snprintf(body, sizeof(body), "event=error what=sock_pool fd=%d error=\"no memory "
+			 "for a governed socket; this connection and any other that finds none "
+			 "are not governed\"", fd);
+	else
+		snprintf(body, sizeof(body), "event=error what=fd_table fd=%d error=\"the number "
+			 "is past the fd table (RLIMIT_NOFILE raised after start-up); sockets "
+			 "numbered so high are not governed\"", fd);
+	tb_log_error(body);
 }
 
 /*
@@ -172,12 +198,13 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len, ui
 	}
 	s = tb_sock_new(fd, set, &d, ino, nonblock, now);
 	if (s == NULL || !tb_fd_set(fd, s)) {
+		say_ungoverned(fd, s == NULL);
 		if (s != NULL)
 			tb_sock_unref(s);
 		if (gate != NULL)
 			tb_gates_release(gate, slot_fd);
 		errno = saved;
-		return tb_real.connect(fd, sa, len); /* out of memory: ungoverned, not broken */
+		return tb_real.connect(fd, sa, len); /* ungoverned, not broken */
 	}
 	if (gate != NULL)
 		tb_sock_hold_slot(s, gate, slot_fd);
