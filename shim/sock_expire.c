@@ -116,27 +116,18 @@ static void forget_stale_slot(struct tb_sock *s, uint32_t gen)
 }
 
 /*
- * Read side, at the would-be expiry of an idle phase: did bytes arrive that the program's
- * calls could not show? Under MSG_WAITALL (and stdio's unseen reads) the kernel moves
- * arriving bytes straight into the caller's buffer: nothing is queued, yet the peer is
- * talking. TCP_INFO's tcpi_last_data_recv says how long ago data last arrived; when that
- * is clearly within the current wait, the silence restarts at that moment (taken one jiffy
- * late: never early). Returns true, with when to look again, when the wait is not due.
+ * The read side's silence restarts `quiet` ago, when that is within the current wait
+ * (taken one jiffy late: never early). Returns true, with when to look again, when the wait
+ * is then not due.
  */
-static bool rd_heard_lately(struct tb_sock *s, int fd, int64_t now, int64_t *recheck)
+static bool rd_restart_at(struct tb_sock *s, int64_t quiet, int64_t now, int64_t *recheck)
 {
 	struct tb_side_state *sd = &s->side[TB_RD];
 	int64_t begin = atomic_load_explicit(&sd->wait_begin, memory_order_relaxed);
 	struct tb_expiry e;
-	struct tcp_info ti;
-	int64_t quiet;
 
-	if (!tcp_info(fd, &ti, offsetof(struct tcp_info, tcpi_last_data_recv) +
-				      sizeof(ti.tcpi_last_data_recv)))
-		return false;
-	quiet = (int64_t)ti.tcpi_last_data_recv * TB_NS_PER_MS;
 	if (quiet + JIFFY_NS >= now - begin)
-		return false; /* the last data came before this wait began */
+		return false; /* that was before this wait began */
 	quiet = quiet > JIFFY_NS ? quiet - JIFFY_NS : 0;
 	atomic_store_explicit(&sd->idle_ns, 0, memory_order_relaxed);
 	atomic_store_explicit(&sd->wait_begin, now - quiet, memory_order_relaxed);
@@ -146,6 +137,44 @@ static bool rd_heard_lately(struct tb_sock *s, int fd, int64_t now, int64_t *rec
 	atomic_store_explicit(&sd->expiry, e.at, memory_order_relaxed);
 	*recheck = e.at;
 	return true;
+}
+
+/*
+ * Read side, at the would-be expiry of an idle phase: did bytes arrive that the program's
+ * calls could not show? Under MSG_WAITALL (and stdio's unseen reads) the kernel moves
+ * arriving bytes straight into the caller's buffer: nothing is queued, yet the peer is
+ * talking. TCP_INFO's tcpi_last_data_recv says how long ago data last arrived; the
+ * silence restarts then.
+ */
+static bool rd_heard_lately(struct tb_sock *s, int fd, int64_t now, int64_t *recheck)
+{
+	struct tcp_info ti;
+
+	if (!tcp_info(fd, &ti, offsetof(struct tcp_info, tcpi_last_data_recv) +
+				      sizeof(ti.tcpi_last_data_recv)))
+		return false;
+	return rd_restart_at(s, (int64_t)ti.tcpi_last_data_recv * TB_NS_PER_MS, now, recheck);
+}
+
+/*
+ * First byte, at the would-be expiry: is the request still on its way? A program hands a
+ * large request to the kernel at once (the send buffer grows to hold it) and waits for
+ * the answer, which the peer cannot give before it has read the whole request: the clock
+ * must not run while the kernel still delivers it (tests/regress/upload_first_byte.c:
+ * curl -T cut at 2 s, answered natively at 3 s). While bytes of ours are unacknowledged
+ * (SIOCOUTQ), the wait counts from the peer's last acknowledgement (TCP_INFO's
+ * tcpi_last_ack_recv); a peer that stopped taking the request is cut that long after.
+ */
+static bool rd_request_in_flight(struct tb_sock *s, int fd, int64_t now, int64_t *recheck)
+{
+	struct tcp_info ti;
+	int q = 0;
+
+	if (tb_real.ioctl(fd, SIOCOUTQ, &q) < 0 || q <= 0 ||
+	    !tcp_info(fd, &ti, offsetof(struct tcp_info, tcpi_last_ack_recv) +
+				       sizeof(ti.tcpi_last_ack_recv)))
+		return false;
+	return rd_restart_at(s, (int64_t)ti.tcpi_last_ack_recv * TB_NS_PER_MS, now, recheck);
 }
 
 /* Where the peer's acceptance of our bytes stands: TCP_INFO's bytes acknowledged, or, for
@@ -416,6 +445,11 @@ int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_p
 	}
 	if (side == TB_RD && (phase == TB_PHASE_READ || phase == TB_PHASE_FIRST_BYTE) &&
 	    rd_heard_lately(s, fd, now, recheck)) {
+		rc = 0;
+		goto out;
+	}
+	if (side == TB_RD && phase == TB_PHASE_FIRST_BYTE &&
+	    rd_request_in_flight(s, fd, now, recheck)) {
 		rc = 0;
 		goto out;
 	}

@@ -38,6 +38,8 @@ static struct {
 	bool tcp;                 /* getsockopt(TCP_INFO) succeeds */
 	uint32_t last_data_recv;  /* ms */
 	uint64_t bytes_acked;
+	uint32_t last_ack_recv;   /* ms */
+	int outq;                 /* SIOCOUTQ when > 0; otherwise the real ioctl answers */
 	uint8_t backoff;          /* zero-window probes since bytes last moved */
 	uint8_t retransmits;
 	int logged;
@@ -58,12 +60,28 @@ static int fake_getsockopt(int fd, int level, int name, void *val, socklen_t *le
 	memset(&ti, 0, sizeof(ti));
 	ti.tcpi_last_data_recv = fake.last_data_recv;
 	ti.tcpi_bytes_acked = fake.bytes_acked;
+	ti.tcpi_last_ack_recv = fake.last_ack_recv;
 	ti.tcpi_backoff = fake.backoff;
 	ti.tcpi_retransmits = fake.retransmits;
 	if (*len > sizeof(ti))
 		*len = sizeof(ti);
 	memcpy(val, &ti, *len);
 	return 0;
+}
+
+static int fake_ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if (req == SIOCOUTQ && fake.outq > 0) {
+		*(int *)arg = fake.outq;
+		return 0;
+	}
+	return ioctl(fd, req, arg);
 }
 
 struct tb_real tb_real;
@@ -167,7 +185,7 @@ static int setup(void **state)
 	set.write_ns = 800 * MS;
 	tb_real.recv = recv;
 	tb_real.poll = poll;
-	tb_real.ioctl = ioctl;
+	tb_real.ioctl = fake_ioctl;
 	tb_real.getsockopt = fake_getsockopt;
 	atomic_store(&started, 1); /* no watchdog thread: the tests drive its steps */
 	assert_int_equal(tb_fdtable_init(), 0);
@@ -270,6 +288,32 @@ static void test_waitall_bytes_arriving_are_progress(void **state)
 	assert_true(was_cut(&p));
 	assert_int_equal(fake.logged, 1);
 	assert_true(fake.logged_elapsed >= 1 * S && fake.logged_elapsed < 1 * S + 20 * MS);
+	close_pair(&p);
+}
+
+/* A request the peer is still acknowledging (bytes of ours unacknowledged): the first
+ * byte's clock counts from the last acknowledgement; once everything is acknowledged and
+ * nothing answers, the cut comes at the limit after it. */
+static void test_request_in_flight_delays_the_first_byte(void **state)
+{
+	struct pair p = open_pair();
+	int64_t recheck = 0, now = T0 + 1 * S;
+
+	(void)state;
+	fake.tcp = true;
+	fake.last_data_recv = 5000; /* nothing came in this wait */
+	fake.outq = 4096;
+	fake.last_ack_recv = 50;
+	tb_wd_wait_begin(p.s, TB_RD, p.fd, T0);
+	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_RD, TB_PHASE_FIRST_BYTE, -1, false,
+					now, &recheck), 0);
+	assert_false(was_cut(&p));
+	assert_true(recheck >= now - 50 * MS + 1 * S);
+	assert_true(recheck <= now - 50 * MS + 1 * S + 20 * MS);
+	fake.outq = 0;
+	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_RD, TB_PHASE_FIRST_BYTE, -1, false,
+					recheck, &recheck), 1);
+	assert_true(was_cut(&p));
 	close_pair(&p);
 }
 
@@ -461,6 +505,7 @@ int main(void)
 		cmocka_unit_test_setup(test_waitall_bytes_arriving_are_progress, setup),
 		cmocka_unit_test_setup(test_data_before_the_wait_does_not_delay_the_cut, setup),
 		cmocka_unit_test_setup(test_queued_data_is_not_cut, setup),
+		cmocka_unit_test_setup(test_request_in_flight_delays_the_first_byte, setup),
 		cmocka_unit_test_setup(test_bytes_acked_decide_write_progress, setup),
 		cmocka_unit_test_setup(test_write_cut_waits_for_tcp_at_most_one_more_limit, setup),
 		cmocka_unit_test_setup(test_closed_dup_cut_through_the_other_fd, setup),
