@@ -121,6 +121,7 @@ struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct 
 	side_reset(&s->side[TB_WR]);
 	atomic_store_explicit(&s->wr_seen, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->wr_seen_at, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->rd_acked_at, 0, memory_order_relaxed);
 	s->gate = NULL;
 	s->slot_fd = -1;
 	atomic_store_explicit(&s->has_slot, false, memory_order_relaxed);

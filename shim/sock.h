@@ -78,7 +78,8 @@ struct tb_log_note {
  *     each wait) without recomputing it from them (tb_sock_expiry) first.
  * (7) wd_filed_at, in_incoming, incoming_next, wr_seen, wr_seen_at, wr_moved_at belong to
  *     the watchdog (in_incoming / incoming_next are also written by the thread that pushes
- *     the socket on the incoming stack, before the push's release).
+ *     the socket on the incoming stack, before the push's release); rd_acked_at to the
+ *     expiry under `busy` (tb_sock_expire).
  * (8) `refs` counts fds in the table that refer to the socket; the last tb_sock_unref
  *     frees it. `has_slot` is exchanged to false exactly once (tb_sock_release_slot).
  * (9) `set`, `nonblock`, `got_bytes`, connect_start, call_start, call_deadline are relaxed
@@ -137,6 +138,7 @@ struct tb_sock {
 	_Atomic uint64_t wr_seen;     /* bytes acknowledged (TCP_INFO) at the last look */
 	_Atomic int64_t wr_seen_at;   /* when the watchdog last looked */
 	_Atomic int64_t wr_moved_at;  /* when a look last saw it move (or the wait began) */
+	_Atomic int64_t rd_acked_at;  /* when a first-byte look last counted an acknowledgement */
 	/* the expiry's log line (rule 10) */
 	atomic_uint log_pending;
 	struct tb_log_note note;

@@ -157,23 +157,30 @@ static bool rd_heard_lately(struct tb_sock *s, int fd, int64_t now, int64_t *rec
 }
 
 /*
- * First byte, at the would-be expiry: is the request still on its way? A program hands a
+ * First byte, at the would-be expiry: was the request still on its way? A program hands a
  * large request to the kernel at once (the send buffer grows to hold it) and waits for
  * the answer, which the peer cannot give before it has read the whole request: the clock
  * must not run while the kernel still delivers it (tests/regress/upload_first_byte.c:
- * curl -T cut at 2 s, answered natively at 3 s). While bytes of ours are unacknowledged
- * (SIOCOUTQ), the wait counts from the peer's last acknowledgement (TCP_INFO's
- * tcpi_last_ack_recv); a peer that stopped taking the request is cut that long after.
+ * curl -T cut at 2 s, answered natively at 3 s). So the wait counts from the peer's last
+ * acknowledgement (TCP_INFO's tcpi_last_ack_recv) when that came within the wait: always
+ * while bytes of ours are unacknowledged (SIOCOUTQ), and once per wait otherwise (the
+ * last acknowledgement of the request may have come just before the look; an answer to a
+ * keepalive probe must not extend the wait again and again). A peer that stopped taking
+ * the request is cut that long after its last acknowledgement.
  */
 static bool rd_request_in_flight(struct tb_sock *s, int fd, int64_t now, int64_t *recheck)
 {
+	int64_t begin = atomic_load_explicit(&s->side[TB_RD].wait_begin, memory_order_relaxed);
 	struct tcp_info ti;
 	int q = 0;
 
-	if (tb_real.ioctl(fd, SIOCOUTQ, &q) < 0 || q <= 0 ||
+	if (tb_real.ioctl(fd, SIOCOUTQ, &q) < 0 ||
 	    !tcp_info(fd, &ti, offsetof(struct tcp_info, tcpi_last_ack_recv) +
 				       sizeof(ti.tcpi_last_ack_recv)))
 		return false;
+	if (q <= 0 && atomic_load_explicit(&s->rd_acked_at, memory_order_relaxed) >= begin)
+		return false; /* counted once in this wait already */
+	atomic_store_explicit(&s->rd_acked_at, now, memory_order_relaxed);
 	return rd_restart_at(s, (int64_t)ti.tcpi_last_ack_recv * TB_NS_PER_MS, now, recheck);
 }
 

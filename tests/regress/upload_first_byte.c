@@ -14,8 +14,12 @@
  * send returned). Then a server that stops reading after 32 KiB and never answers: the
  * read must still be cut, never before 1 s after the send returned.
  *
- * The fix: at a first_byte expiry, while bytes of ours are still unacknowledged, the clock
- * counts from the peer's last acknowledgement (TCP_INFO's bytes acknowledged) instead.
+ * wget --post-file and Python's urllib were cut the same way (wget retried 20 times, 204 s).
+ *
+ * The fix: at a first_byte expiry the clock counts from the peer's last acknowledgement
+ * (TCP_INFO's tcpi_last_ack_recv) when that came within the wait: always while bytes of
+ * ours are unacknowledged, once per wait otherwise (wget's last bytes were acknowledged
+ * just before the look).
  */
 #include <pthread.h>
 #include <stdbool.h>

@@ -179,6 +179,7 @@ static int setup(void **state)
 {
 	(void)state;
 	memset(&fake, 0, sizeof(fake));
+	fake.last_ack_recv = 100000; /* no acknowledgement in any wait, unless a test says so */
 	tb_settings_init(&set);
 	set.read_ns = 1 * S;
 	set.first_byte_ns = 1 * S;
@@ -311,6 +312,19 @@ static void test_request_in_flight_delays_the_first_byte(void **state)
 	assert_true(recheck >= now - 50 * MS + 1 * S);
 	assert_true(recheck <= now - 50 * MS + 1 * S + 20 * MS);
 	fake.outq = 0;
+	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_RD, TB_PHASE_FIRST_BYTE, -1, false,
+					recheck, &recheck), 1);
+	assert_true(was_cut(&p));
+	close_pair(&p);
+
+	/* All acknowledged by the look: the last acknowledgement counts once per wait; a later
+	 * one (a keepalive probe's answer) does not extend it again. */
+	p = open_pair();
+	fake.last_ack_recv = 50;
+	tb_wd_wait_begin(p.s, TB_RD, p.fd, T0);
+	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_RD, TB_PHASE_FIRST_BYTE, -1, false,
+					now, &recheck), 0);
+	fake.last_ack_recv = 10;
 	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_RD, TB_PHASE_FIRST_BYTE, -1, false,
 					recheck, &recheck), 1);
 	assert_true(was_cut(&p));
