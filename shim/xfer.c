@@ -128,7 +128,7 @@ static int step_call(struct tb_sock *s, const struct tb_settings *set, int64_t n
 	int step;
 
 	if (TB_LIKELY((fs & TB_FS_STATE) <= TB_FRAME_RAW)) {
-		step = tb_budget_step(b, set, &s->dest, now, &start, &deadline);
+		step = tb_budget_step_next(b, set, &s->dest, now, &start, &deadline);
 		tb_sock_set_call(s, start, deadline); /* refused: the call that expired */
 		return step;
 	}
