@@ -45,8 +45,9 @@ static inline unsigned tb_hist_index(uint64_t us)
 }
 
 /* Records one value (ns, negative taken as 0): an index and two relaxed adds, no lock (the
- * count is the buckets' sum, computed by the reader). */
-static inline void tb_hist_record(struct tb_hist *h, int64_t ns)
+ * count is the buckets' sum, computed by the reader). Always inline: a dozen instructions,
+ * on every governed exchange. */
+static inline __attribute__((always_inline)) void tb_hist_record(struct tb_hist *h, int64_t ns)
 {
 	uint64_t us = ns > 0 ? (uint64_t)ns / 1000u : 0;
 
