@@ -112,14 +112,7 @@ void tb_xfer_confirm_open(struct tb_sock *s, int fd)
 	errno = saved;
 }
 
-/*
- * A send is a step of the thread's call (budget.h), as the framing sees it (frame.h): on a
- * session, no step and no deadline at all; a send that begins a new request on an answered
- * connection first closes the answered call; a framed send that does not (a handshake's next
- * flight, authentication, a pipelined request) continues the call under way, even though
- * bytes were read since the last send; unframed (raw, or not decided yet), the system-call
- * rule (any byte read since the last send answered the call). Sets the socket's call.
- */
+/* step_call on a framed socket (its published state past RAW): out of line. */
 static __attribute__((noinline)) int step_framed(struct tb_sock *s,
 						      const struct tb_settings *set,
 						      struct tb_budget *b, unsigned fs,
@@ -150,7 +143,15 @@ static __attribute__((noinline)) int step_framed(struct tb_sock *s,
 	return step;
 }
 
-/* Unframed (raw, or not decided yet) inline; a framed socket's step is step_framed's. */
+/*
+ * A send is a step of the thread's call (budget.h), as the framing sees it (frame.h): on a
+ * session, no step and no deadline at all; a send that begins a new request on an answered
+ * connection first closes the answered call; a framed send that does not (a handshake's next
+ * flight, authentication, a pipelined request) continues the call under way, even though
+ * bytes were read since the last send; unframed (raw, or not decided yet), the system-call
+ * rule (any byte read since the last send answered the call). Sets the socket's call.
+ * Unframed inline (the hot path); a framed socket's step is step_framed's.
+ */
 static inline __attribute__((always_inline)) int step_call(struct tb_sock *s,
 							   const struct tb_settings *set,
 							   int64_t now)
