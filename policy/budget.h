@@ -92,21 +92,26 @@ static inline int tb_budget_step_next(struct tb_budget *b, const struct tb_setti
 				      const struct tb_dest *d, int64_t now, int64_t *start,
 				      int64_t *deadline)
 {
-	if (s->deadline_ns > 0 && s->scope == TB_SCOPE_CALL && b->open && b->saw_response &&
-	    !b->busy && (now >= b->fastfail_until || b->fastfail_until == 0)) {
-		/* As tb_budget_step: the answered call closes, and the next one opens. */
+	if (s->deadline_ns > 0 && s->scope == TB_SCOPE_CALL && !b->busy) {
+		/* Marked busy before anything is read, as every update (see struct tb_budget). */
 		b->busy = 1;
 		atomic_signal_fence(memory_order_seq_cst);
-		b->saw_response = false;
-		b->failed = false;
-		b->start = now;
-		b->deadline = tb_budget_add_sat(now, s->deadline_ns);
-		b->dest = *d;
-		*start = now;
-		*deadline = b->deadline;
+		if (b->open && b->saw_response &&
+		    (now >= b->fastfail_until || b->fastfail_until == 0)) {
+			/* As tb_budget_step: the answered call closes, and the next one opens. */
+			b->saw_response = false;
+			b->failed = false;
+			b->start = now;
+			b->deadline = tb_budget_add_sat(now, s->deadline_ns);
+			b->dest = *d;
+			*start = now;
+			*deadline = b->deadline;
+			atomic_signal_fence(memory_order_seq_cst);
+			b->busy = 0;
+			return TB_STEP_GO;
+		}
 		atomic_signal_fence(memory_order_seq_cst);
 		b->busy = 0;
-		return TB_STEP_GO;
 	}
 	return tb_budget_step(b, s, d, now, start, deadline);
 }
