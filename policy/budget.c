@@ -7,10 +7,9 @@
 #include <stdatomic.h>
 #include <string.h>
 
-/* now + len, saturated at TB_NEVER: "2562047h" is a valid duration and means "never". */
 static int64_t add_sat(int64_t now, int64_t len)
 {
-	return len >= TB_NEVER - now ? TB_NEVER : now + len;
+	return tb_budget_add_sat(now, len);
 }
 
 /* A handler that interrupts an update on the same thread runs to completion before the

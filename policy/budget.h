@@ -3,6 +3,7 @@
 #ifndef TB_BUDGET_H
 #define TB_BUDGET_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -73,6 +74,47 @@ enum tb_step {
  */
 int tb_budget_step(struct tb_budget *b, const struct tb_settings *s, const struct tb_dest *d,
 		   int64_t now, int64_t *start, int64_t *deadline);
+
+/* now + len, saturated at TB_NEVER: "2562047h" is a valid duration and means "never". */
+static inline int64_t tb_budget_add_sat(int64_t now, int64_t len)
+{
+	return len >= TB_NEVER - now ? TB_NEVER : now + len;
+}
+
+/*
+ * tb_budget_step, with its most frequent case inline: scope=call, the thread's previous call
+ * was answered (a send after response bytes on a kept-alive connection) and no retry window
+ * can refuse the step - which then only opens the next call, towards d, at now. Any other
+ * case (and a step nested in an update under way) is tb_budget_step's. Same contract, same
+ * state afterwards: the hot path's step without a function call or a destination compare.
+ */
+static inline int tb_budget_step_next(struct tb_budget *b, const struct tb_settings *s,
+				      const struct tb_dest *d, int64_t now, int64_t *start,
+				      int64_t *deadline)
+{
+	if (s->deadline_ns > 0 && s->scope == TB_SCOPE_CALL && !b->busy) {
+		/* Marked busy before anything is read, as every update (see struct tb_budget). */
+		b->busy = 1;
+		atomic_signal_fence(memory_order_seq_cst);
+		if (b->open && b->saw_response &&
+		    (now >= b->fastfail_until || b->fastfail_until == 0)) {
+			/* As tb_budget_step: the answered call closes, and the next one opens. */
+			b->saw_response = false;
+			b->failed = false;
+			b->start = now;
+			b->deadline = tb_budget_add_sat(now, s->deadline_ns);
+			b->dest = *d;
+			*start = now;
+			*deadline = b->deadline;
+			atomic_signal_fence(memory_order_seq_cst);
+			b->busy = 0;
+			return TB_STEP_GO;
+		}
+		atomic_signal_fence(memory_order_seq_cst);
+		b->busy = 0;
+	}
+	return tb_budget_step(b, s, d, now, start, deadline);
+}
 
 /*
  * tb_budget_step for a send that the protocol says continues the call under way (a TLS

@@ -29,23 +29,25 @@ struct tb_hist_snap {
 	uint64_t bucket[TB_HIST_BUCKETS];
 };
 
-/* The bucket of a value in microseconds: exact below 8 us, then 8 per power of two. */
+/*
+ * The bucket of a value in microseconds: exact below 8 us, then 8 per power of two. Without
+ * a branch: with e the top bit of us | 8 (3 below 16 us), the bucket is (e - 3) * 8 plus the
+ * value's top four bits (us >> (e - 3), in 8..15; below 8 us the value itself). Values past
+ * 2^32 - 1 share its bucket, the last one.
+ */
 static inline unsigned tb_hist_index(uint64_t us)
 {
-	unsigned e;
+	uint64_t v = us < ((uint64_t)1 << (TB_HIST_MAX_EXP + 1)) ? us
+				 : ((uint64_t)1 << (TB_HIST_MAX_EXP + 1)) - 1;
+	unsigned e = 63u - (unsigned)__builtin_clzll(v | TB_HIST_SUB);
 
-	if (us < TB_HIST_SUB)
-		return (unsigned)us;
-	e = 63u - (unsigned)__builtin_clzll(us);
-	if (e > TB_HIST_MAX_EXP)
-		return TB_HIST_BUCKETS - 1;
-	return (e - TB_HIST_SUB_BITS + 1) * TB_HIST_SUB +
-	       (unsigned)((us >> (e - TB_HIST_SUB_BITS)) & (TB_HIST_SUB - 1));
+	return (e - TB_HIST_SUB_BITS) * TB_HIST_SUB + (unsigned)(v >> (e - TB_HIST_SUB_BITS));
 }
 
 /* Records one value (ns, negative taken as 0): an index and two relaxed adds, no lock (the
- * count is the buckets' sum, computed by the reader). */
-static inline void tb_hist_record(struct tb_hist *h, int64_t ns)
+ * count is the buckets' sum, computed by the reader). Always inline: a dozen instructions,
+ * on every governed exchange. */
+static inline __attribute__((always_inline)) void tb_hist_record(struct tb_hist *h, int64_t ns)
 {
 	uint64_t us = ns > 0 ? (uint64_t)ns / 1000u : 0;
 

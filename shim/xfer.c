@@ -112,26 +112,15 @@ void tb_xfer_confirm_open(struct tb_sock *s, int fd)
 	errno = saved;
 }
 
-/*
- * A send is a step of the thread's call (budget.h), as the framing sees it (frame.h): on a
- * session, no step and no deadline at all; a send that begins a new request on an answered
- * connection first closes the answered call; a framed send that does not (a handshake's next
- * flight, authentication, a pipelined request) continues the call under way, even though
- * bytes were read since the last send; unframed (raw, or not decided yet), the system-call
- * rule (any byte read since the last send answered the call). Sets the socket's call.
- */
-static int step_call(struct tb_sock *s, const struct tb_settings *set, int64_t now)
+/* step_call on a framed socket (its published state past RAW): out of line. */
+static __attribute__((noinline)) int step_framed(struct tb_sock *s,
+						      const struct tb_settings *set,
+						      struct tb_budget *b, unsigned fs,
+						      int64_t now)
 {
-	unsigned fs = atomic_load_explicit(&s->frame_state, memory_order_relaxed);
-	struct tb_budget *b = tb_budget_here();
 	int64_t start, deadline;
 	int step;
 
-	if (TB_LIKELY((fs & TB_FS_STATE) <= TB_FRAME_RAW)) {
-		step = tb_budget_step(b, set, &s->dest, now, &start, &deadline);
-		tb_sock_set_call(s, start, deadline); /* refused: the call that expired */
-		return step;
-	}
 	switch (fs & TB_FS_STATE) {
 	case TB_FRAME_SESSION:
 		if (atomic_load_explicit(&s->call_deadline, memory_order_relaxed) != TB_NEVER)
@@ -154,15 +143,57 @@ static int step_call(struct tb_sock *s, const struct tb_settings *set, int64_t n
 	return step;
 }
 
+/*
+ * A send is a step of the thread's call (budget.h), as the framing sees it (frame.h): on a
+ * session, no step and no deadline at all; a send that begins a new request on an answered
+ * connection first closes the answered call; a framed send that does not (a handshake's next
+ * flight, authentication, a pipelined request) continues the call under way, even though
+ * bytes were read since the last send; unframed (raw, or not decided yet), the system-call
+ * rule (any byte read since the last send answered the call). Sets the socket's call.
+ * Unframed inline (the hot path); a framed socket's step is step_framed's.
+ */
+static inline __attribute__((always_inline)) int step_call(struct tb_sock *s,
+							   const struct tb_settings *set,
+							   int64_t now)
+{
+	unsigned fs = atomic_load_explicit(&s->frame_state, memory_order_relaxed);
+	struct tb_budget *b = tb_budget_here();
+	int64_t start, deadline;
+	int step;
+
+	if (TB_UNLIKELY((fs & TB_FS_STATE) > TB_FRAME_RAW))
+		return step_framed(s, set, b, fs, now);
+	step = tb_budget_step_next(b, set, &s->dest, now, &start, &deadline);
+	tb_sock_set_call(s, start, deadline); /* refused: the call that expired */
+	return step;
+}
+
+/* The wait begins after its expiry: fail at once, unless the data is already here. */
+static __attribute__((noinline, cold)) int wait_past_expiry(struct tb_xfer *x,
+							     struct tb_sock *s, int fd,
+							     enum tb_side side, int64_t now,
+							     struct tb_expiry e)
+{
+	int64_t unused;
+
+	tb_sock_wait_end(s, side, now, false, x->gen);
+	if (side == TB_RD && tb_sock_rd_ready(fd)) {
+		errno = x->saved_errno;
+		return 0;
+	}
+	tb_sock_expire(s, x->gen, side, e.phase, fd, true, now, &unused);
+	return tb_xfer_timed_out(s);
+}
+
 /* The blocking part of a begin: the thread's wait record, the socket's wait, the watchdog;
  * or the expiry at once when the wait begins past it. Inlined: the record's frame address
- * is that of tb_xfer_begin / tb_xfer_wait, one level below the hook (waits.h). */
+ * is that of the function the begin is inlined into - the hook's governed body (LTO) or
+ * tb_xfer_begin, tb_xfer_wait - below the exported hook (waits.h). */
 static inline __attribute__((always_inline)) int
 begin_wait(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side side, int64_t now)
 {
 	uintptr_t sp;
 	struct tb_expiry e;
-	int64_t unused;
 
 	/* Before wait_begin: an abandoned wait on this socket must not hold its count. */
 	sp = (uintptr_t)__builtin_frame_address(0);
@@ -173,18 +204,26 @@ begin_wait(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side side, int6
 		x->waited = true;
 		return 0;
 	}
-	/* The wait begins after its expiry: fail at once, unless the data is already here. */
-	tb_sock_wait_end(s, side, now, false, x->gen);
-	if (side == TB_RD && tb_sock_rd_ready(fd)) {
+	return wait_past_expiry(x, s, fd, side, now, e);
+}
+
+/* An EXPIRED slot may be stale: the program closed the fd where we could not see it and
+ * the number now names something else (then the call is the program's own). */
+static __attribute__((noinline, cold)) int begin_expired(struct tb_xfer *x, struct tb_sock *s,
+							  int fd)
+{
+	if (!tb_stale_check(fd, s)) {
+		x->s = NULL;
 		errno = x->saved_errno;
 		return 0;
 	}
-	tb_sock_expire(s, x->gen, side, e.phase, fd, true, now, &unused);
 	return tb_xfer_timed_out(s);
 }
 
-int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side side,
-		  bool dontwait)
+/* Inlined into each caller with link-time optimisation (the hooks' governed bodies): the
+ * transfer's state then lives in registers, not in memory between two calls. */
+__attribute__((always_inline)) inline int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s,
+							 int fd, enum tb_side side, bool dontwait)
 {
 	uint32_t w = tb_sock_word(s);
 	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
@@ -203,16 +242,8 @@ int tb_xfer_begin(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side sid
 	x->iovcnt = 0;
 	x->errp = &errno; /* one look-up of the thread's errno for the whole transfer */
 	x->saved_errno = *x->errp;
-	if (TB_UNLIKELY(TB_ST(w) == TB_ST_EXPIRED)) {
-		/* An EXPIRED slot may be stale: the program closed the fd where we could not
-		 * see it and the number now names something else. */
-		if (!tb_stale_check(fd, s)) {
-			x->s = NULL;
-			errno = x->saved_errno;
-			return 0;
-		}
-		return tb_xfer_timed_out(s);
-	}
+	if (TB_UNLIKELY(TB_ST(w) == TB_ST_EXPIRED))
+		return begin_expired(x, s, fd);
 	x->can_block = !atomic_load_explicit(&s->nonblock, memory_order_relaxed);
 	blocking = !dontwait && x->can_block;
 	if (side == TB_RD && !blocking)
@@ -367,7 +398,35 @@ static __attribute__((noinline)) void framed_end(struct tb_sock *s, const struct
 	tb_sock_leave(s);
 }
 
-ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r)
+/* tb_xfer_end of a call that moved no bytes on s, still the socket the call began on: an
+ * error, EOF, or an expiry during the call. `err`: errno as the call left it. */
+static __attribute__((noinline)) ssize_t end_no_bytes(struct tb_xfer *x, struct tb_sock *s,
+						      const struct tb_settings *set, ssize_t r,
+						      int err)
+{
+	if (x->waited)
+		tb_sock_wait_end(s, x->side, tb_now(), false, x->gen);
+	if (TB_ST(tb_sock_word(s)) == TB_ST_EXPIRED)
+		return tb_xfer_timed_out(s);
+	if (r == 0) {
+		unsigned fs = atomic_load_explicit(&s->frame_state, memory_order_relaxed);
+
+		/* The peer closed: a body delimited by EOF ends here. */
+		if (x->side == TB_RD && (fs & TB_FS_STATE) != TB_FRAME_RAW)
+			framed_end(s, x, 0, fs);
+		*x->errp = x->saved_errno;
+		return 0;
+	}
+	if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR)
+		tb_budget_on_failure(tb_budget_here(), set);
+	if (err == EPIPE && x->sigpipe)
+		raise(SIGPIPE);
+	*x->errp = err;
+	return r;
+}
+
+/* Inlined into each caller with link-time optimisation, as tb_xfer_begin. */
+__attribute__((always_inline)) inline ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r)
 {
 	struct tb_sock *s = x->s;
 	const struct tb_settings *set;
@@ -407,25 +466,7 @@ ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r)
 		*x->errp = x->saved_errno;
 		return r;
 	}
-	if (x->waited)
-		tb_sock_wait_end(s, x->side, tb_now(), false, x->gen);
-	if (TB_ST(tb_sock_word(s)) == TB_ST_EXPIRED)
-		return tb_xfer_timed_out(s);
-	if (r == 0) {
-		unsigned fs = atomic_load_explicit(&s->frame_state, memory_order_relaxed);
-
-		/* The peer closed: a body delimited by EOF ends here. */
-		if (x->side == TB_RD && (fs & TB_FS_STATE) != TB_FRAME_RAW)
-			framed_end(s, x, 0, fs);
-		*x->errp = x->saved_errno;
-		return 0;
-	}
-	if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR)
-		tb_budget_on_failure(tb_budget_here(), set);
-	if (err == EPIPE && x->sigpipe)
-		raise(SIGPIPE);
-	*x->errp = err;
-	return r;
+	return end_no_bytes(x, s, set, r, err);
 }
 
 void tb_xfer_abandon_stale(struct tb_xfer *x)

@@ -647,6 +647,101 @@ static void test_nested_update_leaves_budget_alone(void **state)
 	expect_go(&b, &s, &a, T0 + 100 * MS, T0, T0 + 300 * MS);
 }
 
+/* Two budgets that saw the same events hold the same state. */
+static void expect_same_budget(const struct tb_budget *x, const struct tb_budget *y, int i)
+{
+	if (x->open != y->open || x->saw_response != y->saw_response || x->failed != y->failed ||
+	    x->start != y->start || x->deadline != y->deadline ||
+	    !tb_dest_equal(&x->dest, &y->dest) || x->busy != y->busy ||
+	    x->fastfail_until != y->fastfail_until || x->fastfail_start != y->fastfail_start ||
+	    x->fastfail_deadline != y->fastfail_deadline ||
+	    (x->fastfail_until != 0 && !tb_dest_equal(&x->fastfail_dest, &y->fastfail_dest)))
+		fail_msg("event %d: the budgets differ", i);
+}
+
+/* The hot path's inline step (tb_budget_step_next) is tb_budget_step: on a random walk of
+ * every event - steps to the same destination, a replica, another one; responses, failures,
+ * closes, expiries; time running past deadlines and retry windows; scope=call and process,
+ * no deadline, a nested update - both return the same and leave the same state. */
+static void test_step_next_is_step(void **state)
+{
+	struct tb_dest d[3] = { dest_v4("10.0.0.1", 80), dest_v4("10.0.0.2", 80),
+				dest_v4("10.0.0.3", 443) };
+	uint64_t x = 0x9e3779b97f4a7c15u;
+
+	(void)state;
+	for (int run = 0; run < 40; run++) {
+		struct tb_settings s;
+		struct tb_budget b1, b2;
+		int64_t now = T0;
+
+		settings(&s, run % 10 == 9 ? 0 : 300 * MS);
+		memset(&b1, 0, sizeof(b1));
+		if (run % 10 == 8) {
+			s.scope = TB_SCOPE_PROCESS;
+			tb_budget_open_process(&b1, &s, T0);
+		}
+		b2 = b1;
+		for (int i = 0; i < 2000; i++) {
+			const struct tb_dest *to;
+			unsigned r;
+
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			r = (unsigned)(x >> 32);
+			to = &d[(r >> 8) % 8 < 6 ? 0 : (r >> 8) % 8 - 5];
+			now += (int64_t)((r >> 12) % 4 == 0 ? (r >> 16) % 700 : (r >> 16) % 40) * MS;
+			switch (r % 9) {
+			case 0:
+			case 1:
+			case 2: {
+				struct step s1 = { 99, -7, -7 }, s2 = { 99, -7, -7 };
+				bool nested = (r >> 20) % 50 == 0;
+
+				b1.busy = b2.busy = nested;
+				s1.rc = tb_budget_step(&b1, &s, to, now, &s1.start, &s1.deadline);
+				s2.rc = tb_budget_step_next(&b2, &s, to, now, &s2.start,
+							    &s2.deadline);
+				b1.busy = b2.busy = 0;
+				if (s1.rc != s2.rc || s1.start != s2.start ||
+				    s1.deadline != s2.deadline)
+					fail_msg("run %d event %d: the steps differ", run, i);
+				break;
+			}
+			case 3:
+			case 4:
+				tb_budget_on_response(&b1, &s);
+				tb_budget_on_response(&b2, &s);
+				break;
+			case 5:
+				tb_budget_on_failure(&b1, &s);
+				tb_budget_on_failure(&b2, &s);
+				break;
+			case 6:
+				tb_budget_on_close(&b1, &s);
+				tb_budget_on_close(&b2, &s);
+				break;
+			case 7: {
+				enum tb_phase ph = (r >> 20) % 2 ? TB_PHASE_DEADLINE : TB_PHASE_READ;
+
+				tb_budget_on_expired(&b1, &s, to, ph, b1.deadline);
+				tb_budget_on_expired(&b2, &s, to, ph, b2.deadline);
+				break;
+			}
+			default: {
+				int64_t st, dl;
+
+				tb_budget_step_continue(&b1, &s, to, now, &st, &dl);
+				tb_budget_step_continue(&b2, &s, to, now, &st, &dl);
+				break;
+			}
+			}
+			expect_same_budget(&b1, &b2, i);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -678,6 +773,7 @@ int main(void)
 		cmocka_unit_test(test_expired_step_reports_its_call),
 		cmocka_unit_test(test_scope_process_rule_deadline),
 		cmocka_unit_test(test_nested_update_leaves_budget_alone),
+		cmocka_unit_test(test_step_next_is_step),
 	};
 
 	return cmocka_run_group_tests_name("budget", tests, NULL, NULL);

@@ -36,6 +36,22 @@ static void test_every_value_lies_in_its_bucket(void **state)
 	assert_true(tb_hist_upper(TB_HIST_BUCKETS - 1) == UINT64_MAX);
 }
 
+/* Both edges of every bucket, and the values past the last edge (the index is computed
+ * without branches: its corners are the edges). */
+static void test_every_edge_lies_in_its_bucket(void **state)
+{
+	(void)state;
+	for (unsigned i = 0; i + 1 < TB_HIST_BUCKETS; i++) {
+		assert_int_equal(tb_hist_index(tb_hist_lower(i)), i);
+		assert_int_equal(tb_hist_index(tb_hist_upper(i) - 1), i);
+	}
+	assert_int_equal(tb_hist_index(tb_hist_lower(TB_HIST_BUCKETS - 1)), TB_HIST_BUCKETS - 1);
+	for (unsigned b = 32; b < 64; b++) {
+		assert_int_equal(tb_hist_index((uint64_t)1 << b), TB_HIST_BUCKETS - 1);
+		assert_int_equal(tb_hist_index(((uint64_t)1 << b) - 1), TB_HIST_BUCKETS - 1);
+	}
+}
+
 static void test_buckets_are_contiguous_and_growing(void **state)
 {
 	(void)state;
@@ -202,6 +218,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_every_value_lies_in_its_bucket),
+		cmocka_unit_test(test_every_edge_lies_in_its_bucket),
 		cmocka_unit_test(test_buckets_are_contiguous_and_growing),
 		cmocka_unit_test(test_quantiles_of_a_known_spread),
 		cmocka_unit_test(test_empty_histogram_has_no_quantile),
