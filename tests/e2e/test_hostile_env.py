@@ -420,7 +420,10 @@ def test_std_fds_closed():
 
 FD2_SCRIPT = r'''
 import os, socket, sys, threading
-# Started with fds 0-2 closed. A peer connection is put on fd 2, where stderr was.
+# Started with fds 0-2 closed. A peer connection is put on fd 2, where stderr was. The three
+# numbers are taken first: else the recorder's accepted socket could land on fd 2 and be
+# replaced by the dup2 below (a race that hangs the script natively too).
+held = [os.open(os.devnull, os.O_RDWR) for _ in range(3)]
 srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
 got = []
 def recorder():
