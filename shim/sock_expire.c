@@ -116,18 +116,20 @@ static void forget_stale_slot(struct tb_sock *s, uint32_t gen)
 }
 
 /*
- * The read side's silence restarts `quiet` ago, when that is within the current wait
- * (taken one jiffy late: never early). Returns true, with when to look again, when the wait
+ * The read side's silence restarts `quiet` ago, when that is within the silence counted so
+ * far - the waits that ended (a program's poll loop: idle_ns) and the one under way -
+ * taken one jiffy late: never early. Returns true, with when to look again, when the wait
  * is then not due.
  */
 static bool rd_restart_at(struct tb_sock *s, int64_t quiet, int64_t now, int64_t *recheck)
 {
 	struct tb_side_state *sd = &s->side[TB_RD];
 	int64_t begin = atomic_load_explicit(&sd->wait_begin, memory_order_relaxed);
+	int64_t idle = atomic_load_explicit(&sd->idle_ns, memory_order_relaxed);
 	struct tb_expiry e;
 
-	if (quiet + JIFFY_NS >= now - begin)
-		return false; /* that was before this wait began */
+	if (quiet + JIFFY_NS >= now - begin + idle)
+		return false; /* that was before the silence began */
 	quiet = quiet > JIFFY_NS ? quiet - JIFFY_NS : 0;
 	atomic_store_explicit(&sd->idle_ns, 0, memory_order_relaxed);
 	atomic_store_explicit(&sd->wait_begin, now - quiet, memory_order_relaxed);
@@ -162,15 +164,17 @@ static bool rd_heard_lately(struct tb_sock *s, int fd, int64_t now, int64_t *rec
  * the answer, which the peer cannot give before it has read the whole request: the clock
  * must not run while the kernel still delivers it (tests/regress/upload_first_byte.c:
  * curl -T cut at 2 s, answered natively at 3 s). So the wait counts from the peer's last
- * acknowledgement (TCP_INFO's tcpi_last_ack_recv) when that came within the wait: always
- * while bytes of ours are unacknowledged (SIOCOUTQ), and once per wait otherwise (the
+ * acknowledgement (TCP_INFO's tcpi_last_ack_recv) when that came within the silence: always
+ * while bytes of ours are unacknowledged (SIOCOUTQ), and once per silence otherwise (the
  * last acknowledgement of the request may have come just before the look; an answer to a
  * keepalive probe must not extend the wait again and again). A peer that stopped taking
  * the request is cut that long after its last acknowledgement.
  */
 static bool rd_request_in_flight(struct tb_sock *s, int fd, int64_t now, int64_t *recheck)
 {
-	int64_t begin = atomic_load_explicit(&s->side[TB_RD].wait_begin, memory_order_relaxed);
+	struct tb_side_state *sd = &s->side[TB_RD];
+	int64_t silent_since = atomic_load_explicit(&sd->wait_begin, memory_order_relaxed) -
+			       atomic_load_explicit(&sd->idle_ns, memory_order_relaxed);
 	struct tcp_info ti;
 	int q = 0;
 
@@ -178,9 +182,11 @@ static bool rd_request_in_flight(struct tb_sock *s, int fd, int64_t now, int64_t
 	    !tcp_info(fd, &ti, offsetof(struct tcp_info, tcpi_last_ack_recv) +
 				       sizeof(ti.tcpi_last_ack_recv)))
 		return false;
-	if (q <= 0 && atomic_load_explicit(&s->rd_acked_at, memory_order_relaxed) >= begin)
-		return false; /* counted once in this wait already */
-	atomic_store_explicit(&s->rd_acked_at, now, memory_order_relaxed);
+	if (q <= 0) {
+		if (atomic_load_explicit(&s->rd_acked_at, memory_order_relaxed) >= silent_since)
+			return false; /* counted once in this silence already */
+		atomic_store_explicit(&s->rd_acked_at, now, memory_order_relaxed);
+	}
 	return rd_restart_at(s, (int64_t)ti.tcpi_last_ack_recv * TB_NS_PER_MS, now, recheck);
 }
 

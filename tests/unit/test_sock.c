@@ -311,7 +311,10 @@ static void test_request_in_flight_delays_the_first_byte(void **state)
 	assert_false(was_cut(&p));
 	assert_true(recheck >= now - 50 * MS + 1 * S);
 	assert_true(recheck <= now - 50 * MS + 1 * S + 20 * MS);
+	/* Everything acknowledged by then, by that same acknowledgement: nothing newer, and
+	 * the answer does not come: cut at the limit after it. */
 	fake.outq = 0;
+	fake.last_ack_recv = (uint32_t)((recheck - now) / MS) + 50;
 	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_RD, TB_PHASE_FIRST_BYTE, -1, false,
 					recheck, &recheck), 1);
 	assert_true(was_cut(&p));
@@ -328,6 +331,27 @@ static void test_request_in_flight_delays_the_first_byte(void **state)
 	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_RD, TB_PHASE_FIRST_BYTE, -1, false,
 					recheck, &recheck), 1);
 	assert_true(was_cut(&p));
+	close_pair(&p);
+}
+
+/* A program's poll loop: the request's last acknowledgement came during an earlier round
+ * of the same silence, before the wait under way began: it still counts. */
+static void test_acknowledgement_in_an_earlier_poll_round_counts(void **state)
+{
+	struct pair p = open_pair();
+	int64_t recheck = 0, now = T0 + 1001 * MS;
+
+	(void)state;
+	fake.tcp = true;
+	fake.last_data_recv = 5000;
+	tb_wd_wait_begin(p.s, TB_RD, p.fd, T0);
+	tb_sock_wait_end(p.s, TB_RD, T0 + 600 * MS, false, gen_of(p.s));
+	tb_wd_wait_begin(p.s, TB_RD, p.fd, T0 + 601 * MS);
+	fake.last_ack_recv = 701; /* at T0 + 300 ms, in the first round */
+	assert_int_equal(tb_sock_expire(p.s, gen_of(p.s), TB_RD, TB_PHASE_FIRST_BYTE, -1, false,
+					now, &recheck), 0);
+	assert_false(was_cut(&p));
+	assert_true(recheck >= T0 + 300 * MS + 1 * S);
 	close_pair(&p);
 }
 
@@ -520,6 +544,7 @@ int main(void)
 		cmocka_unit_test_setup(test_data_before_the_wait_does_not_delay_the_cut, setup),
 		cmocka_unit_test_setup(test_queued_data_is_not_cut, setup),
 		cmocka_unit_test_setup(test_request_in_flight_delays_the_first_byte, setup),
+		cmocka_unit_test_setup(test_acknowledgement_in_an_earlier_poll_round_counts, setup),
 		cmocka_unit_test_setup(test_bytes_acked_decide_write_progress, setup),
 		cmocka_unit_test_setup(test_write_cut_waits_for_tcp_at_most_one_more_limit, setup),
 		cmocka_unit_test_setup(test_closed_dup_cut_through_the_other_fd, setup),
