@@ -115,6 +115,18 @@ static void forget_stale_slot(struct tb_sock *s, uint32_t gen)
 		tb_sock_unref(s);
 }
 
+/* The silence of sd so far: the waits that ended, and the one under way if any. */
+static int64_t rd_silence(struct tb_side_state *sd, int64_t now)
+{
+	struct tb_idle c = {
+		atomic_load_explicit(&sd->idle_ns, memory_order_relaxed),
+		atomic_load_explicit(&sd->wait_begin, memory_order_relaxed),
+	};
+
+	return tb_idle_silence(&c, atomic_load_explicit(&sd->waiters, memory_order_relaxed) != 0,
+			       now);
+}
+
 /*
  * The read side's silence restarts `quiet` ago, when that is within the silence counted so
  * far - the waits that ended (a program's poll loop: idle_ns) and the one under way -
@@ -124,11 +136,9 @@ static void forget_stale_slot(struct tb_sock *s, uint32_t gen)
 static bool rd_restart_at(struct tb_sock *s, int64_t quiet, int64_t now, int64_t *recheck)
 {
 	struct tb_side_state *sd = &s->side[TB_RD];
-	int64_t begin = atomic_load_explicit(&sd->wait_begin, memory_order_relaxed);
-	int64_t idle = atomic_load_explicit(&sd->idle_ns, memory_order_relaxed);
 	struct tb_expiry e;
 
-	if (quiet + JIFFY_NS >= now - begin + idle)
+	if (quiet + JIFFY_NS >= rd_silence(sd, now))
 		return false; /* that was before the silence began */
 	quiet = quiet > JIFFY_NS ? quiet - JIFFY_NS : 0;
 	atomic_store_explicit(&sd->idle_ns, 0, memory_order_relaxed);
@@ -172,9 +182,7 @@ static bool rd_heard_lately(struct tb_sock *s, int fd, int64_t now, int64_t *rec
  */
 static bool rd_request_in_flight(struct tb_sock *s, int fd, int64_t now, int64_t *recheck)
 {
-	struct tb_side_state *sd = &s->side[TB_RD];
-	int64_t silent_since = atomic_load_explicit(&sd->wait_begin, memory_order_relaxed) -
-			       atomic_load_explicit(&sd->idle_ns, memory_order_relaxed);
+	int64_t silent_since = now - rd_silence(&s->side[TB_RD], now);
 	struct tcp_info ti;
 	int q = 0;
 
