@@ -261,13 +261,6 @@ static void say_self(const char *name)
 }
 
 /*
- * Binds *slot to the next definition of `name` after timebox, or to `fallback` (the system
- * call) when there is none or when it lies inside timebox itself (`self`, our load base):
- * forwarding there would recurse. The check asks the loader which object holds the
- * resolved address: comparing with `&name` as seen from here would be wrong in a library
- * loaded by dlopen, where `name` means libc's function and so equals the right answer.
- */
-/*
  * A thread started before our constructor (by another preloaded library's) may call a hook
  * while the binding below stores into tb_real: it reads either the boot stub, which waits
  * for the binding, or the bound function - both right, as an aligned pointer is stored and
@@ -278,6 +271,13 @@ static void say_self(const char *name)
 #define TB_BINDER __attribute__((no_sanitize("thread")))
 #define SET_SLOT(slot, p) __atomic_store_n((slot), (p), __ATOMIC_RELAXED)
 
+/*
+ * Binds *slot to the next definition of `name` after timebox, or to `fallback` (the system
+ * call) when there is none or when it lies inside timebox itself (`self`, our load base):
+ * forwarding there would recurse. The check asks the loader which object holds the
+ * resolved address: comparing with `&name` as seen from here would be wrong in a library
+ * loaded by dlopen, where `name` means libc's function and so equals the right answer.
+ */
 static TB_BINDER void bind_one(void **slot, const char *name, void *fallback,
 			       const void *self)
 {

@@ -265,14 +265,14 @@ int64_t tb_sock_sample_acked(struct tb_sock *s, int64_t now)
  * kernel's second probe to find the window still shut (tcpi_backoff counts the probes
  * since bytes last moved), for a retransmission outstanding (a peer that does not answer
  * at all), or for one more write_timeout, at least 1 s, whichever comes first: a limit
- * longer than the first two probe intervals is unchanged (tests/regress/write_probe_drain.c). A stream
- * that is not TCP has no probes: cut at the limit. Returns true to cut; otherwise sets
- * *recheck.
+ * longer than the first two probe intervals is unchanged
+ * (tests/regress/write_probe_drain.c). A stream that is not TCP has no probes: cut at the
+ * limit. Returns true to cut; otherwise sets *recheck (one look period later).
  */
-static bool stall_confirmed(int fd, int64_t limit_at, int64_t write_ns, int64_t now,
-			    int64_t *recheck)
+static bool stall_confirmed(const struct tb_settings *set, int fd, int64_t limit_at,
+			    int64_t now, int64_t *recheck)
 {
-	int64_t grace = write_ns > TB_NS_PER_S ? write_ns : TB_NS_PER_S;
+	int64_t grace = set->write_ns > TB_NS_PER_S ? set->write_ns : TB_NS_PER_S;
 	int64_t until = tb_at_after(limit_at, grace);
 	struct tcp_info ti;
 
@@ -280,7 +280,7 @@ static bool stall_confirmed(int fd, int64_t limit_at, int64_t write_ns, int64_t 
 		return true;
 	if (ti.tcpi_backoff >= 2 || ti.tcpi_retransmits > 0 || now >= until)
 		return true;
-	*recheck = tb_at_after(now, write_ns / 8 > JIFFY_NS ? write_ns / 8 : JIFFY_NS);
+	*recheck = tb_at_after(now, look_period(set));
 	if (*recheck > until)
 		*recheck = until;
 	return false;
@@ -308,8 +308,7 @@ static bool write_progressing(struct tb_sock *s, int fd, int64_t now, int64_t *r
 		*recheck = tb_at_after(moved, set->write_ns);
 		return true;
 	}
-	return !stall_confirmed(fd, tb_at_after(moved, set->write_ns), set->write_ns, now,
-				recheck);
+	return !stall_confirmed(set, fd, tb_at_after(moved, set->write_ns), now, recheck);
 }
 
 /* What the log line reports: the silence (or time) that exceeded the limit. */
