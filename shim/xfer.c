@@ -296,11 +296,42 @@ static unsigned publish(struct tb_sock *s)
 	return fs;
 }
 
-/* Framing is over for s: a transfer overlapped another (see rule 11), or nothing can be fed. */
-static void __attribute__((noinline, cold)) abandon(struct tb_sock *s)
+/*
+ * Says, once per process, that framing stopped following a connection whose protocol it
+ * had recognised (`was`): from here on the system-call rules tell its calls apart, and an
+ * idle pooled connection of it may be cut as raw ones may (docs/limitations.md). `why`:
+ * "unframed" (bytes it cannot follow: malformed, or past its bounds) or "overlap" (two
+ * transfers at once, whose order it cannot know). A connection that never looked like a
+ * known protocol is raw from its first bytes and is not worth a line. Inside a section.
+ */
+static __attribute__((noinline, cold)) void note_framing_raw(struct tb_sock *s, int fd,
+							     enum tb_proto was, const char *why)
 {
+	static atomic_bool told;
+	char dest[TB_DEST_STRLEN], body[512];
+
+	if (was == TB_PROTO_AUTO || was == TB_PROTO_RAW || was == TB_PROTO_SESSION)
+		return;
+	if (atomic_load_explicit(&told, memory_order_relaxed) || atomic_exchange(&told, true))
+		return;
+	tb_dest_format(&s->dest, dest, sizeof(dest));
+	snprintf(body, sizeof(body), "event=notice what=framing_raw dest=%s fd=%d protocol=%s "
+		 "reason=%s effect=\"this connection's calls are told apart by the system-call "
+		 "rules from here on (protocol raw), so an idle pooled connection may be cut; "
+		 "set protocol for this destination in a rule to decide\"", dest,
+		 fd, tb_proto_name(was), why);
+	tb_log_error(body);
+}
+
+/* Framing is over for s: a transfer overlapped another (see rule 11), or nothing can be fed.
+ * The caller holds the framing (its try-flag). */
+static void __attribute__((noinline, cold)) abandon(struct tb_sock *s, int fd)
+{
+	enum tb_proto was = (enum tb_proto)s->frame.proto;
+
 	tb_frame_abandon(&s->frame);
 	atomic_store_explicit(&s->frame_state, TB_FRAME_RAW, memory_order_relaxed);
+	note_framing_raw(s, fd, was, "overlap");
 }
 
 /* The bytes of x that moved (r of them, r == 0: the peer closed) through the framing. */
@@ -333,6 +364,7 @@ static unsigned feed_bytes(struct tb_sock *s, const struct tb_xfer *x, size_t r)
 static unsigned feed(struct tb_sock *s, const struct tb_xfer *x, size_t r)
 {
 	unsigned char fl = 0;
+	uint8_t was;
 	unsigned ev;
 
 	if (x->peek)
@@ -341,14 +373,17 @@ static unsigned feed(struct tb_sock *s, const struct tb_xfer *x, size_t r)
 		/* Another transfer is feeding (1): it turns RAW when it lets go. Or it just let go
 		 * (0), and these bytes can no longer be fed in order: RAW now. */
 		if (fl != 2 && atomic_exchange(&s->frame_flag, 2) == 0)
-			abandon(s);
+			abandon(s, x->fd);
 		return 0;
 	}
+	was = s->frame.proto;
 	ev = feed_bytes(s, x, r);
 	publish(s);
+	if (TB_UNLIKELY(ev & TB_FRAME_EV_RAW))
+		note_framing_raw(s, x->fd, (enum tb_proto)was, "unframed");
 	fl = 1;
 	if (!atomic_compare_exchange_strong(&s->frame_flag, &fl, 0))
-		abandon(s); /* another transfer overlapped this one */
+		abandon(s, x->fd); /* another transfer overlapped this one */
 	return ev;
 }
 
