@@ -165,7 +165,15 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len, ui
 	}
 	now = tb_now();
 	b = tb_budget_here();
-	step = tb_budget_step(b, set, &d, now, &start, &deadline);
+	if (TB_UNLIKELY(tb_thread_multiplexed) && set->scope == TB_SCOPE_CALL) {
+		/* An event loop's connection is a call of its own (thread.h): a fresh deadline,
+		 * no retry window - it is not a retry of the request another socket lost. */
+		start = now;
+		deadline = set->deadline_ns > 0 ? tb_budget_add_sat(now, set->deadline_ns) : TB_NEVER;
+		step = TB_STEP_GO;
+	} else {
+		step = tb_budget_step(b, set, &d, now, &start, &deadline);
+	}
 	if (step != TB_STEP_GO) {
 		if (step == TB_STEP_RETRY_WINDOW)
 			tb_log_reject(TB_PHASE_DEADLINE, &d, fd, "retry_window");

@@ -202,6 +202,7 @@ static TB_SLOW int wait_governed(struct tb_epset *set, enum wait_kind kind, int 
 	struct epwait ws;
 	int r, err, saved = errno;
 
+	tb_thread_mark_multiplexed(); /* the registering thread may not be the waiting one */
 	ws.n = 0;
 	ws.entered = false;
 	ws.sp = (uintptr_t)__builtin_frame_address(0);
@@ -299,6 +300,7 @@ static TB_SLOW void ctl_governed(int epfd, int op, int fd, const struct epoll_ev
 	}
 	if (ev == NULL || (set = tb_epset_get_or_make(epfd)) == NULL)
 		goto out;
+	tb_thread_mark_multiplexed(); /* an event loop: its sockets carry their own calls */
 	tb_epset_put(set, fd, ev->events, sock_tag(s, tb_sock_word(s)), ev->data.u64);
 	tb_epset_put_ref(set);
 out:

@@ -12,6 +12,7 @@
 #include "hooks.h"
 #include "real.h"
 #include "sock.h"
+#include "thread.h"
 #include "waits.h"
 #include "watchdog.h"
 #include "xfer.h"
@@ -180,6 +181,8 @@ static int poll_common(struct pollfd *fds, nfds_t nfds, const struct timespec *t
 			note_polled(fds, nfds); /* keeps errno: nothing here fails */
 		return r;
 	}
+	if (ws.n >= 2)
+		tb_thread_mark_multiplexed(); /* two calls at once: an event loop (thread.h) */
 	errno = saved;
 	r = is_ppoll ? tb_real.ppoll(fds, nfds, ts, ss) : tb_real.poll(fds, nfds, timeout_ms);
 	err = r < 0 ? errno : saved;
@@ -238,6 +241,8 @@ static void mark_sets(struct waitset *ws, int nfds, fd_set *rd, fd_set *wr)
 			now = tb_now();
 		mark(ws, s, fd, -1, r, w, now);
 	}
+	if (ws->n >= 2)
+		tb_thread_mark_multiplexed(); /* two calls at once: an event loop (thread.h) */
 }
 
 /* select's verdict on CONNECTING sockets: readable or writable, but a failed connect is

@@ -11,6 +11,7 @@ struct tb_budget tb_proc_budget;
 
 __thread struct tb_budget tb_thread_budget __attribute__((tls_model("initial-exec")));
 __thread int tb_thread_tid __attribute__((tls_model("initial-exec")));
+__thread bool tb_thread_multiplexed __attribute__((tls_model("initial-exec")));
 bool tb_process_scope;
 /* The process timebox set up: 0 until tb_thread_setup. A vfork child reads its parent's. */
 static atomic_int self_pid;

@@ -18,6 +18,8 @@ void tb_thread_setup(enum tb_scope scope);
 extern __thread struct tb_budget tb_thread_budget
 	__attribute__((tls_model("initial-exec"), visibility("hidden")));
 extern __thread int tb_thread_tid __attribute__((tls_model("initial-exec"), visibility("hidden")));
+extern __thread bool tb_thread_multiplexed
+	__attribute__((tls_model("initial-exec"), visibility("hidden")));
 extern bool tb_process_scope;
 
 int tb_tid_slow(void);
@@ -26,6 +28,20 @@ int tb_tid_slow(void);
 static inline int tb_tid(void)
 {
 	return tb_thread_tid != 0 ? tb_thread_tid : tb_tid_slow();
+}
+
+/*
+ * The calling thread runs an event loop: it registered a governed socket with epoll, or
+ * waited on two or more at once in poll or select. Its requests interleave - one begins
+ * while another awaits its answer - so none is a retry of another, and none may inherit
+ * another's deadline or be refused by another's retry window: each of its sockets carries
+ * its own call (xfer.c, step_own; hooks_conn.c). Never cleared: a thread that multiplexed
+ * once may do so again at any time.
+ */
+static inline void tb_thread_mark_multiplexed(void)
+{
+	if (!tb_thread_multiplexed)
+		tb_thread_multiplexed = true;
 }
 
 /* The budget that bounds the calling thread's governed operations. */

@@ -143,6 +143,59 @@ static __attribute__((noinline)) int step_framed(struct tb_sock *s,
 	return step;
 }
 
+/* step_call on an unframed socket (raw, or not decided yet): the system-call rule. */
+static inline __attribute__((always_inline)) int step_unframed(struct tb_sock *s,
+							       const struct tb_settings *set,
+							       int64_t now)
+{
+	int64_t start, deadline;
+	int step = tb_budget_step_next(tb_budget_here(), set, &s->dest, now, &start, &deadline);
+
+	tb_sock_set_call(s, start, deadline); /* refused: the call that expired */
+	return step;
+}
+
+/*
+ * step_call on an event loop's thread (tb_thread_mark_multiplexed): the socket carries its
+ * own call. A send opens a new one when it begins a request - on a framed socket when the
+ * framing says so, on an unframed one when response bytes were read since the last send
+ * (the system-call rule, per socket) - and when the socket's call has none running (a
+ * session's end, an answered framed call) or its deadline passed with nothing cut (the
+ * program was busy with other sockets; a wait would have been cut). Otherwise the send
+ * continues the socket's call, begun by its connect or its request's first send. Never
+ * refused: the thread's retry window is for programs that make one call at a time.
+ * Without a deadline, or with scope=process, the thread's budget as always.
+ */
+static __attribute__((noinline)) int step_own(struct tb_sock *s, const struct tb_settings *set,
+					      unsigned fs, int64_t now)
+{
+	int64_t deadline;
+	bool starts;
+
+	if (set->deadline_ns <= 0 || set->scope != TB_SCOPE_CALL)
+		return (fs & TB_FS_STATE) > TB_FRAME_RAW ?
+			       step_framed(s, set, tb_budget_here(), fs, now) :
+			       step_unframed(s, set, now);
+	switch (fs & TB_FS_STATE) {
+	case TB_FRAME_SESSION:
+		if (atomic_load_explicit(&s->call_deadline, memory_order_relaxed) != TB_NEVER)
+			tb_sock_set_call(s, now, TB_NEVER);
+		return TB_STEP_GO;
+	case TB_FRAME_RESTING:
+	case TB_FRAME_AWAITING:
+	case TB_FRAME_ANSWERED:
+		starts = (fs & TB_FS_STARTS) != 0;
+		break;
+	default:
+		starts = atomic_load_explicit(&s->got_bytes, memory_order_relaxed);
+		break;
+	}
+	deadline = atomic_load_explicit(&s->call_deadline, memory_order_relaxed);
+	if (starts || deadline == TB_NEVER || now >= deadline)
+		tb_sock_set_call(s, now, tb_budget_add_sat(now, set->deadline_ns));
+	return TB_STEP_GO;
+}
+
 /*
  * A send is a step of the thread's call (budget.h), as the framing sees it (frame.h): on a
  * session, no step and no deadline at all; a send that begins a new request on an answered
@@ -157,15 +210,12 @@ static inline __attribute__((always_inline)) int step_call(struct tb_sock *s,
 							   int64_t now)
 {
 	unsigned fs = atomic_load_explicit(&s->frame_state, memory_order_relaxed);
-	struct tb_budget *b = tb_budget_here();
-	int64_t start, deadline;
-	int step;
 
+	if (TB_UNLIKELY(tb_thread_multiplexed))
+		return step_own(s, set, fs, now);
 	if (TB_UNLIKELY((fs & TB_FS_STATE) > TB_FRAME_RAW))
-		return step_framed(s, set, b, fs, now);
-	step = tb_budget_step_next(b, set, &s->dest, now, &start, &deadline);
-	tb_sock_set_call(s, start, deadline); /* refused: the call that expired */
-	return step;
+		return step_framed(s, set, tb_budget_here(), fs, now);
+	return step_unframed(s, set, now);
 }
 
 /* The wait begins after its expiry: fail at once, unless the data is already here. */

@@ -266,6 +266,60 @@ def test_node_keepalive_idle_pooled_socket_is_reused():
         assert not lib.tb_records(res.stderr, event="timeout"), res
 
 
+# Requests at once on one event loop, then one cut at its deadline and another right after.
+NODE_OVERLAP = r"""
+const http = require('http');
+const base = process.argv[1];
+function get(path) {
+  return new Promise((resolve) => {
+    const req = http.get(base + path, (res) => {
+      let b = '';
+      res.setEncoding('latin1');
+      res.on('data', (c) => b += c);
+      res.on('end', () => resolve('ok ' + b.trim()));
+      res.on('error', (e) => resolve('error ' + e.code));
+    });
+    req.on('error', (e) => resolve('error ' + e.code));
+  });
+}
+(async () => {
+  const a = get('/delay?ms=1800&order=1');
+  await new Promise((r) => setTimeout(r, 1500));
+  const b = get('/delay?ms=1000&order=2');
+  console.log('a ' + await a);
+  console.log('b ' + await b);
+  console.log('c ' + await get('/drip?ms=150&n=20'));
+  console.log('d ' + await get('/ok?order=4'));
+})();
+"""
+
+
+@lib.timeout(60)
+def test_node_overlapping_requests_keep_their_own_deadlines():
+    # An event loop makes its calls at once: a request sent while another awaits its answer
+    # must not inherit that one's deadline (b: 1 s, sent 1.5 s into a's 1.8 s, deadline 2 s;
+    # cut after 0.5 s before), and a request cut at its deadline makes no other request to
+    # that service fail for the retry window (d: refused at once before).
+    need("node")
+    with FaultServer() as srv:
+        env = {"TIMEBOX_DEADLINE": "2s", "TIMEBOX_READ_TIMEOUT": "5s"}
+        native = lib.run(["node", "-e", NODE_OVERLAP, srv.url("")],
+                         env=lib.native_env(clean=True), timeout=30)
+        res = lib.run(["node", "-e", NODE_OVERLAP, srv.url("")], env=lib.preload_env(env),
+                      timeout=30)
+    assert native.returncode == 0 and native.stdout.splitlines()[2] == "c ok " + "x" * 20, \
+        native
+    lines = res.stdout.splitlines()
+    assert res.returncode == 0 and len(lines) == 4, res
+    assert lines[0] == "a ok ok order=1" and lines[1] == "b ok ok order=2", res
+    assert lines[2].startswith("c error"), res
+    assert lines[3] == "d ok ok order=4", res
+    cuts = lib.tb_records(res.stderr, event="timeout")
+    assert len(cuts) == 1 and cuts[0]["phase"] == "deadline", res
+    assert int(cuts[0]["elapsed_ms"]) >= 2000, res
+    assert not lib.tb_records(res.stderr, event="reject"), res
+
+
 # ---- JDK HttpClient (NIO selector on epoll) -----------------------------------------------
 
 JAVA_STARTUP_MS = 3000  # the JVM's start-up, at least

@@ -268,15 +268,16 @@ static int mode_errno(const struct options *o)
     struct pollfd p;
     fd_set rd;
     struct timeval tv;
-    int n;
+    int n, reqlen;
 
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     CHECKED("socket", fd = socket(AF_INET, SOCK_STREAM, 0), r >= 0);
     CHECKED("connect", connect(fd, (struct sockaddr *)&a, sizeof a), r == 0);
-    n = format_request(req, sizeof req, o->path, o->port);
-    half = (size_t)n / 2;
+    reqlen = format_request(req, sizeof req, o->path, o->port);
+    half = (size_t)reqlen / 2;
     CHECKED("send", send(fd, req, half, 0), r == (long)half);
-    CHECKED("write", write(fd, req + half, (size_t)n - half), r == (long)((size_t)n - half));
+    CHECKED("write", write(fd, req + half, (size_t)reqlen - half),
+            r == (long)((size_t)reqlen - half));
     p = (struct pollfd){ .fd = fd, .events = POLLIN };
     CHECKED("poll", poll(&p, 1, 5000), r == 1);
     FD_ZERO(&rd);
@@ -298,7 +299,7 @@ static int mode_errno(const struct options *o)
     CHECKED("dup", dfd = dup(fd), r >= 0);
     CHECKED("close_dup", close(dfd), r == 0);
     /* The next request on the same keep-alive connection, then the close. */
-    CHECKED("send_again", send(fd, req, (size_t)n, 0), r == n);
+    CHECKED("send_again", send(fd, req, (size_t)reqlen, 0), r == reqlen);
     have = 0;
     buf[0] = '\0';
     while (!response_complete(buf, have)) {
