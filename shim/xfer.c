@@ -112,6 +112,14 @@ void tb_xfer_confirm_open(struct tb_sock *s, int fd)
 	errno = saved;
 }
 
+/* A session's send: no step and no deadline (frame.h). */
+static int step_session(struct tb_sock *s, int64_t now)
+{
+	if (atomic_load_explicit(&s->call_deadline, memory_order_relaxed) != TB_NEVER)
+		tb_sock_set_call(s, now, TB_NEVER);
+	return TB_STEP_GO;
+}
+
 /* step_call on a framed socket (its published state past RAW): out of line. */
 static __attribute__((noinline)) int step_framed(struct tb_sock *s,
 						      const struct tb_settings *set,
@@ -123,9 +131,7 @@ static __attribute__((noinline)) int step_framed(struct tb_sock *s,
 
 	switch (fs & TB_FS_STATE) {
 	case TB_FRAME_SESSION:
-		if (atomic_load_explicit(&s->call_deadline, memory_order_relaxed) != TB_NEVER)
-			tb_sock_set_call(s, now, TB_NEVER);
-		return TB_STEP_GO;
+		return step_session(s, now);
 	case TB_FRAME_RESTING:
 	case TB_FRAME_AWAITING:
 	case TB_FRAME_ANSWERED:
@@ -169,27 +175,19 @@ static inline __attribute__((always_inline)) int step_unframed(struct tb_sock *s
 static __attribute__((noinline)) int step_own(struct tb_sock *s, const struct tb_settings *set,
 					      unsigned fs, int64_t now)
 {
+	unsigned st = fs & TB_FS_STATE;
 	int64_t deadline;
 	bool starts;
 
 	if (set->deadline_ns <= 0 || set->scope != TB_SCOPE_CALL)
-		return (fs & TB_FS_STATE) > TB_FRAME_RAW ?
-			       step_framed(s, set, tb_budget_here(), fs, now) :
-			       step_unframed(s, set, now);
-	switch (fs & TB_FS_STATE) {
-	case TB_FRAME_SESSION:
-		if (atomic_load_explicit(&s->call_deadline, memory_order_relaxed) != TB_NEVER)
-			tb_sock_set_call(s, now, TB_NEVER);
-		return TB_STEP_GO;
-	case TB_FRAME_RESTING:
-	case TB_FRAME_AWAITING:
-	case TB_FRAME_ANSWERED:
+		return st > TB_FRAME_RAW ? step_framed(s, set, tb_budget_here(), fs, now) :
+					   step_unframed(s, set, now);
+	if (st == TB_FRAME_SESSION)
+		return step_session(s, now);
+	if (st > TB_FRAME_RAW) /* resting, awaiting, answered: the framing knows */
 		starts = (fs & TB_FS_STARTS) != 0;
-		break;
-	default:
+	else
 		starts = atomic_load_explicit(&s->got_bytes, memory_order_relaxed);
-		break;
-	}
 	deadline = atomic_load_explicit(&s->call_deadline, memory_order_relaxed);
 	if (starts || deadline == TB_NEVER || now >= deadline)
 		tb_sock_set_call(s, now, tb_budget_add_sat(now, set->deadline_ns));
