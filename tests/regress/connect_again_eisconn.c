@@ -33,20 +33,6 @@ static void *echo(void *arg)
 	return NULL;
 }
 
-static void *server(void *arg)
-{
-	(void)arg;
-	for (;;) {
-		int fd = accept(lfd, NULL, NULL);
-		pthread_t t;
-
-		if (fd < 0)
-			return NULL;
-		pthread_create(&t, NULL, echo, (void *)(intptr_t)fd);
-		pthread_detach(t);
-	}
-}
-
 static void *waiter(void *arg)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
@@ -63,7 +49,7 @@ static void *waiter(void *arg)
 int main(int argc, char **argv)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	pthread_t srv, t;
+	pthread_t t;
 	char buf[16];
 	int fd, r, err;
 	double t0, ms;
@@ -73,7 +59,7 @@ int main(int argc, char **argv)
 			 "TIMEBOX_READ_TIMEOUT=2s", NULL);
 	lfd = tbr_listen(&port);
 	a.sin_port = htons((uint16_t)port);
-	pthread_create(&srv, NULL, server, NULL);
+	tbr_serve_each(lfd, echo);
 	fd = tbr_connect(port);
 
 	pthread_create(&t, NULL, waiter, NULL);

@@ -56,21 +56,6 @@ static void *serve_one(void *arg)
 	return NULL;
 }
 
-static void *server(void *arg)
-{
-	(void)arg;
-	for (;;) {
-		pthread_t t;
-		int c = accept(lfd, NULL, NULL);
-
-		if (c < 0)
-			return NULL;
-		TBR_CHECK(pthread_create(&t, NULL, serve_one, (void *)(intptr_t)c) == 0,
-			  "pthread_create");
-		pthread_detach(t);
-	}
-}
-
 struct req {
 	int fd;
 	double sent_ms, done_ms;
@@ -149,7 +134,6 @@ int main(int argc, char **argv)
 {
 	struct req r1, r2, r3, r4;
 	struct req *both[2] = { &r1, &r2 };
-	pthread_t t;
 	int port, ep;
 	double ms;
 
@@ -157,7 +141,7 @@ int main(int argc, char **argv)
 	tbr_preload_self(argv, "TIMEBOX_DEADLINE=2s", "TIMEBOX_READ_TIMEOUT=5s", "TIMEBOX_LOG=off",
 			 NULL);
 	lfd = tbr_listen(&port);
-	TBR_CHECK(pthread_create(&t, NULL, server, NULL) == 0, "pthread_create");
+	tbr_serve_each(lfd, serve_one);
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	TBR_CHECK(ep >= 0, "epoll_create1: %s", strerror(errno));
 

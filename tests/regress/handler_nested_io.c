@@ -39,20 +39,6 @@ static void *echo(void *arg)
 	return NULL;
 }
 
-static void *server(void *arg)
-{
-	(void)arg;
-	for (;;) {
-		int fd = accept(lfd, NULL, NULL);
-		pthread_t t;
-
-		if (fd < 0)
-			return NULL;
-		pthread_create(&t, NULL, echo, (void *)(intptr_t)fd);
-		pthread_detach(t);
-	}
-}
-
 static void exchange_in_handler(int sig)
 {
 	int saved = errno;
@@ -82,7 +68,6 @@ int main(int argc, char **argv)
 {
 	struct sigaction sa;
 	struct itimerval it = { .it_value = { 0, 200000 } };
-	pthread_t srv;
 	char buf[16];
 	int a, c;
 	double t0, ms;
@@ -92,7 +77,7 @@ int main(int argc, char **argv)
 	(void)argc;
 	tbr_preload_self(argv, "TIMEBOX_READ_TIMEOUT=1s", "TIMEBOX_DEADLINE=2s", NULL);
 	lfd = tbr_listen(&port);
-	pthread_create(&srv, NULL, server, NULL);
+	tbr_serve_each(lfd, echo);
 
 	/* (a) */
 	a = tbr_connect(port);

@@ -13,7 +13,9 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +150,40 @@ static inline int tbr_thread_sleeping(int tid)
 		s = p[2] == 'S';
 	fclose(f);
 	return s;
+}
+
+struct tbr_server {
+	int lfd;
+	void *(*per_conn)(void *);
+};
+
+static inline void *tbr_accept_loop(void *arg)
+{
+	struct tbr_server *sv = arg;
+
+	for (;;) {
+		pthread_t t;
+		int c = accept(sv->lfd, NULL, NULL);
+
+		if (c < 0)
+			return NULL;
+		TBR_CHECK(pthread_create(&t, NULL, sv->per_conn, (void *)(intptr_t)c) == 0,
+			  "pthread_create");
+		pthread_detach(t);
+	}
+}
+
+/* A server on lfd: every connection it accepts is served by per_conn((void *)(intptr_t)fd)
+ * on a thread of its own, which closes the fd. Runs until the program exits. */
+static inline void tbr_serve_each(int lfd, void *(*per_conn)(void *))
+{
+	static struct tbr_server sv;
+	pthread_t t;
+
+	sv.lfd = lfd;
+	sv.per_conn = per_conn;
+	TBR_CHECK(pthread_create(&t, NULL, tbr_accept_loop, &sv) == 0, "pthread_create");
+	pthread_detach(t);
 }
 
 /* A peer for an upload: accepts one connection on lfd and reads `step` bytes every
