@@ -6,7 +6,27 @@
 #include <pthread.h>
 #include <signal.h>
 
-static int start(pthread_t *tid, void *(*fn)(void *), size_t stack)
+#include "futex.h"
+
+/* The creator's word that the new thread runs its function (see tb_service_start). */
+struct launch {
+	void *(*fn)(void *);
+	atomic_uint running;
+};
+
+static void *trampoline(void *arg)
+{
+	struct launch *l = arg;
+	void *(*fn)(void *) = l->fn;
+
+	/* The last touch of *l: the creator may return as soon as it sees the store. A wake
+	 * that comes after it is a spurious one, which every futex waiter allows for. */
+	atomic_store_explicit(&l->running, 1, memory_order_release);
+	tb_futex_wake_one(&l->running, false);
+	return fn(NULL);
+}
+
+static int start(pthread_t *tid, struct launch *l, size_t stack)
 {
 	pthread_attr_t attr;
 	int rc;
@@ -15,24 +35,35 @@ static int start(pthread_t *tid, void *(*fn)(void *), size_t stack)
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	if (stack != 0)
 		pthread_attr_setstacksize(&attr, stack);
-	rc = pthread_create(tid, &attr, fn, NULL);
+	rc = pthread_create(tid, &attr, trampoline, l);
 	pthread_attr_destroy(&attr);
 	return rc;
 }
 
 bool tb_service_start(void *(*fn)(void *), size_t stack, const char *name)
 {
+	struct launch l = { .fn = fn };
 	pthread_t tid;
 	sigset_t all, old;
 	int rc;
 
+	atomic_init(&l.running, 0);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = start(&tid, fn, stack);
+	rc = start(&tid, &l, stack);
 	if (rc == EINVAL) /* the program's static TLS does not fit in `stack` */
-		rc = start(&tid, fn, 0);
-	if (rc == 0)
+		rc = start(&tid, &l, 0);
+	if (rc == 0) {
 		pthread_setname_np(tid, name);
+		/* Until the thread runs fn: its start-up (the C library's, and a sanitizer's
+		 * runtime's, which allocates) is over, so a fork right after this - a program
+		 * forking after its first connect - never copies a lock it held half-way
+		 * (under ASan the child's own watchdog then hung in the allocator). Not
+		 * bounded: `l` lives on this stack until the thread has read it, and a started
+		 * thread runs as soon as the scheduler lets it. */
+		while (atomic_load_explicit(&l.running, memory_order_acquire) == 0)
+			tb_futex_wait_until(&l.running, 0, TB_NEVER, false);
+	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return rc == 0;
 }

@@ -11,8 +11,10 @@
  * every signal blocked (the host's signals are for the host's threads). `stack` bytes of
  * stack are asked first; glibc puts the static TLS of the program and its libraries on
  * the stack too and refuses a stack too small for it, and then the thread is started with
- * the system's default size instead (tests/regress/big_tls_watchdog.c). Returns false
- * when no thread could be started.
+ * the system's default size instead (tests/regress/big_tls_watchdog.c). Returns once the
+ * thread runs fn - its start-up done, so that a fork right after cannot copy a lock its
+ * start-up held (tests/regress/fork_after_first_connect.c) - or false when no thread could
+ * be started.
  */
 bool tb_service_start(void *(*fn)(void *), size_t stack, const char *name);
 
