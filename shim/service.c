@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include "clock.h"
 #include "futex.h"
 
 /* The creator's word that the new thread runs its function (see tb_service_start). */
@@ -19,8 +20,8 @@ static void *trampoline(void *arg)
 	struct launch *l = arg;
 	void *(*fn)(void *) = l->fn;
 
-	/* The last touch of *l: the creator may return as soon as it sees the store. A wake
-	 * that comes after it is a spurious one, which every futex waiter allows for. */
+	/* The creator may return as soon as it sees the store. A wake that comes after it is a
+	 * spurious one, which every futex waiter allows for. */
 	atomic_store_explicit(&l->running, 1, memory_order_release);
 	tb_futex_wake_one(&l->running, false);
 	return fn(NULL);
@@ -40,29 +41,38 @@ static int start(pthread_t *tid, struct launch *l, size_t stack)
 	return rc;
 }
 
+/* Launch records, static: a creator that stops waiting leaves its record to the thread. */
+#define LAUNCH_SLOTS 8
+static struct launch launches[LAUNCH_SLOTS];
+static atomic_uint launch_next;
+
 bool tb_service_start(void *(*fn)(void *), size_t stack, const char *name)
 {
-	struct launch l = { .fn = fn };
+	struct launch *l = &launches[atomic_fetch_add(&launch_next, 1) % LAUNCH_SLOTS];
 	pthread_t tid;
 	sigset_t all, old;
+	int64_t until;
 	int rc;
 
-	atomic_init(&l.running, 0);
+	l->fn = fn;
+	atomic_store(&l->running, 0);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = start(&tid, &l, stack);
+	rc = start(&tid, l, stack);
 	if (rc == EINVAL) /* the program's static TLS does not fit in `stack` */
-		rc = start(&tid, &l, 0);
+		rc = start(&tid, l, 0);
 	if (rc == 0) {
 		pthread_setname_np(tid, name);
 		/* Until the thread runs fn: its start-up (the C library's, and a sanitizer's
 		 * runtime's, which allocates) is over, so a fork right after this - a program
 		 * forking after its first connect - never copies a lock it held half-way
-		 * (under ASan the child's own watchdog then hung in the allocator). Not
-		 * bounded: `l` lives on this stack until the thread has read it, and a started
-		 * thread runs as soon as the scheduler lets it. */
-		while (atomic_load_explicit(&l.running, memory_order_acquire) == 0)
-			tb_futex_wait_until(&l.running, 0, TB_NEVER, false);
+		 * (under ASan the child's own watchdog then hung in the allocator). Bounded
+		 * (100 ms): in a fork child a thread's start-up may itself wait for ever on a
+		 * lock the fork copied held; the caller must not. */
+		until = tb_now() + 100 * TB_NS_PER_MS;
+		while (atomic_load_explicit(&l->running, memory_order_acquire) == 0 &&
+		       tb_now() < until)
+			tb_futex_wait_until(&l->running, 0, until, false);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return rc == 0;

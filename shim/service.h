@@ -13,8 +13,8 @@
  * the stack too and refuses a stack too small for it, and then the thread is started with
  * the system's default size instead (tests/regress/big_tls_watchdog.c). Returns once the
  * thread runs fn - its start-up done, so that a fork right after cannot copy a lock its
- * start-up held (tests/regress/fork_after_first_connect.c) - or false when no thread could
- * be started.
+ * start-up held (tests/regress/fork_after_first_connect.c) - or after 100 ms at most, or
+ * false when no thread could be started.
  */
 bool tb_service_start(void *(*fn)(void *), size_t stack, const char *name);
 
