@@ -381,11 +381,16 @@ def test_asyncio_unchanged():
 @lib.timeout(90)
 def test_asyncio_stall_blackhole_drip():
     with FaultServer() as srv:
+        # Python's start-up here and now (a healthy run's time, doubled for the noise): on a
+        # loaded 2-core machine it alone took 750 ms, and a cut on time at 509 ms ended
+        # the process at 1,249 ms.
+        out = assert_unchanged([sys.executable, "-c", PY_ASYNCIO, str(srv.port), "/ok?order=8"])
+        startup = 2 * out.elapsed_ms
         for flavour in ("first_byte", "connect", "deadline"):
             port, path, env, limit, phase = stalls(srv, flavour)
             res = lib.run([sys.executable, "-c", PY_ASYNCIO, str(port), path],
                           env=lib.preload_env(env), timeout=20)
-            assert_cut(res, limit, phase, "asyncio " + flavour)
+            assert_cut(res, limit, phase, "asyncio " + flavour, startup_ms=startup)
             assert "errno=110" in res.stderr, res  # ETIMEDOUT
         assert_native_hangs([sys.executable, "-c", PY_ASYNCIO, str(srv.port), "/stall"],
                             "asyncio")
