@@ -123,13 +123,51 @@ bool tb_fd_is_internal(int fd)
 		(fd % BITS)) & 1;
 }
 
-int tb_fd_move_internal(int fd)
+/*
+ * Where a copy of fd may go when no number >= TB_INTERNAL_FD_MIN exists (`ulimit -n 256`):
+ * as high below the soft limit as one is free, F_DUPFD giving the lowest free number from
+ * each start tried in turn. Never 0-2: a program started with them closed opens /dev/null
+ * expecting exactly 0, 1 and 2.
+ */
+static int dup_below_limit(int fd)
+{
+	struct rlimit rl;
+	int lim, high = -1;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return -1;
+	lim = rl.rlim_cur > TB_INTERNAL_FD_MIN ? TB_INTERNAL_FD_MIN : (int)rl.rlim_cur;
+	for (int back = 1; high < 0; back *= 8) {
+		int from = lim - back < 3 ? 3 : lim - back;
+
+		high = tb_real.fcntl(fd, F_DUPFD_CLOEXEC, from);
+		if (from == 3)
+			break;
+	}
+	return high;
+}
+
+int tb_fd_dup_internal(int fd)
 {
 	int saved = errno, high = tb_real.fcntl(fd, F_DUPFD_CLOEXEC, TB_INTERNAL_FD_MIN);
+
+	if (high < 0)
+		high = dup_below_limit(fd);
+	errno = saved;
+	return high;
+}
+
+int tb_fd_move_internal(int fd)
+{
+	int saved = errno, high = tb_fd_dup_internal(fd);
 
 	if (high >= 0) {
 		tb_real.close(fd);
 		fd = high;
+	} else if (fd <= 2) {
+		tb_real.close(fd); /* the program's own numbers: the feature goes instead */
+		errno = EMFILE;
+		return -1;
 	}
 	tb_fd_mark_internal(fd);
 	errno = saved;

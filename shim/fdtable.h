@@ -49,10 +49,19 @@ void tb_fd_unmark_internal(int fd);
 bool tb_fd_is_internal(int fd);
 
 /*
- * Takes one of timebox's own new fds out of the program's way: moves it to a number >=
- * TB_INTERNAL_FD_MIN (close-on-exec; shim/real.h says why there), closing the original,
- * and marks the result internal. When no such number is free the fd stays where it is,
- * marked all the same. Returns the fd to use from now on. errno is preserved.
+ * A copy of fd (close-on-exec) out of the program's way: at a number >= TB_INTERNAL_FD_MIN,
+ * or, when the fd limit is lower, as high below it as one is free; never 0-2. Returns it,
+ * or -1 when no such number is free. Marks nothing. errno is preserved.
+ */
+int tb_fd_dup_internal(int fd);
+
+/*
+ * Takes one of timebox's own new fds out of the program's way: moves it where
+ * tb_fd_dup_internal puts it, closing the original, and marks the result internal. When no
+ * such number is free, an fd above 2 stays where it is (marked all the same), and one in
+ * 0-2 is closed: the caller gets -1 (errno EMFILE) and goes without the feature that needed
+ * it - the program's 0-2 are never kept (tests/regress/fd_limit_low_std). Returns the fd to
+ * use from now on. errno is preserved unless -1 is returned.
  */
 int tb_fd_move_internal(int fd);
 

@@ -91,7 +91,11 @@ static int open_dir(char *why, size_t whylen)
 		errno = EPERM;
 		return -1;
 	}
-	return tb_fd_move_internal(fd);
+	fd = tb_fd_move_internal(fd);
+	if (fd < 0)
+		snprintf(why, whylen, "cannot keep %s open: no fd above 2 is free under the fd "
+			 "limit", dir_path);
+	return fd;
 }
 
 /* The directory's fd, opened on first use; again == true after it was found removed. A
@@ -133,6 +137,11 @@ int tb_gate_file_open(const char *name, struct stat *st, char *why, size_t whyle
 		return -1;
 	}
 	fd = tb_fd_move_internal(fd);
+	if (fd < 0) {
+		snprintf(why, whylen, "cannot keep it open: no fd above 2 is free under the fd "
+			 "limit");
+		return -1;
+	}
 	if (fstat(fd, st) < 0) {
 		snprintf(why, whylen, "cannot stat: %s", strerror(errno));
 		tb_gate_file_close(fd);
@@ -237,6 +246,8 @@ int tb_gate_file_reopen(int use_fd)
 	if (fd < 0)
 		return -1;
 	fd = tb_fd_move_internal(fd);
+	if (fd < 0)
+		return -1;
 	if (lock_byte(fd, F_RDLCK, TB_GATE_USE_BYTE) < 0) {
 		tb_gate_file_close(fd);
 		return -1;

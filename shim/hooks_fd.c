@@ -88,13 +88,21 @@ static void evacuate(int fd)
 
 	if (!tb_fd_is_internal(fd))
 		return;
-	moved = tb_real.fcntl(fd, F_DUPFD_CLOEXEC, TB_INTERNAL_FD_MIN);
-	if (moved < 0)
-		return;
+	moved = tb_fd_dup_internal(fd);
 	/* It is the log file or a shared-gate slot lock; the dup2 about to happen closes
-	 * the old number, and the copy keeps the file (and the slot's lock) open. */
+	 * the old number, and the copy keeps the file (and the slot's lock) open. With no
+	 * number free for a copy, the log stops writing to what is about to be the program's. */
 	tb_log_fd_moved(fd, moved);
-	tb_sock_slot_fd_moved(fd, moved);
+	if (moved >= 0)
+		tb_sock_slot_fd_moved(fd, moved);
+}
+
+/* The program put something of its own on fd 2: its stderr from now on (log_sink.h). */
+static int onto_stderr(int r)
+{
+	if (r == 2 && !tb_foreign_process())
+		tb_log_stderr_replaced();
+	return r;
 }
 
 static TB_SLOW int close_tracked(int fd)
@@ -247,7 +255,7 @@ TB_EXPORT int dup(int fd)
 
 	if (nfd >= 0 && TB_UNLIKELY(tb_fd_sock(fd) != NULL || tb_fd_sock(nfd) != NULL))
 		duplicate(fd, nfd);
-	return nfd;
+	return TB_UNLIKELY(nfd == 2) ? onto_stderr(nfd) : nfd;
 }
 
 /* dup2 and dup3 onto a different fd: newfd's old socket (if any) goes, oldfd's comes. */
@@ -283,13 +291,19 @@ static bool untouched(int oldfd, int newfd)
 TB_EXPORT int dup2(int oldfd, int newfd)
 {
 	/* dup2(fd, fd) only checks fd: the socket keeps its one reference. */
-	if (oldfd == newfd || TB_LIKELY(untouched(oldfd, newfd)))
+	if (oldfd == newfd)
+		return tb_real.dup2(oldfd, newfd);
+	if (TB_UNLIKELY(newfd == 2))
+		return onto_stderr(dup_onto(oldfd, newfd, 0, false));
+	if (TB_LIKELY(untouched(oldfd, newfd)))
 		return tb_real.dup2(oldfd, newfd);
 	return dup_onto(oldfd, newfd, 0, false);
 }
 
 TB_EXPORT int dup3(int oldfd, int newfd, int flags)
 {
+	if (oldfd != newfd && TB_UNLIKELY(newfd == 2))
+		return onto_stderr(dup_onto(oldfd, newfd, flags, true));
 	if (oldfd == newfd || TB_LIKELY(untouched(oldfd, newfd)))
 		return tb_real.dup3(oldfd, newfd, flags); /* oldfd == newfd: EINVAL */
 	return dup_onto(oldfd, newfd, flags, true);

@@ -48,6 +48,7 @@ static void fork_child(void)
 	tb_configure_fork_child();
 	tb_wd_fork_child();
 	tb_gates_fork_child();
+	tb_log_fork_child();
 }
 
 static void register_fork_handlers(void)

@@ -308,15 +308,37 @@ void tb_log_fd_moved(int from, int to)
 	tb_sink_fd_moved(from, to);
 }
 
+void tb_log_stderr_replaced(void)
+{
+	tb_sink_stderr_replaced();
+}
+
+void tb_log_fork_child(void)
+{
+	tb_sink_fork_child();
+}
+
 void tb_log_timeout(enum tb_phase phase, const struct tb_dest *d, int fd, int64_t elapsed_ns,
 		    int64_t limit_ns, int tid)
+{
+	struct tb_log_timers t;
+	bool known = lent_timers != NULL && lent_timers(fd, &t);
+
+	tb_log_timeout_with(phase, d, fd, elapsed_ns, limit_ns, tid, known ? &t : NULL);
+}
+
+void tb_log_timeout_with(enum tb_phase phase, const struct tb_dest *d, int fd,
+			 int64_t elapsed_ns, int64_t limit_ns, int tid,
+			 const struct tb_log_timers *known)
 {
 	struct line l;
 	struct tb_log_timers t;
 
 	/* Timers of the socket's call when this thread just cut it; otherwise (a gate wait, a
 	 * deadline before the connect) what the elapsed time alone tells. */
-	if (lent_timers == NULL || !lent_timers(fd, &t)) {
+	if (known != NULL) {
+		t = *known;
+	} else {
 		t.gate_ms = phase == TB_PHASE_GATE ? elapsed_ns / TB_NS_PER_MS : -1;
 		t.connect_ms = t.first_byte_ms = t.budget_ms = -1;
 		t.total_ms = elapsed_ns / TB_NS_PER_MS;

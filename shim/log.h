@@ -82,7 +82,20 @@ void tb_log_flush_suppressed(void);
 /* True when lines were held back or dropped and not reported yet. */
 bool tb_log_suppressing(void);
 
-/* The log fd moved (dup2 over it by the program): follow it. */
+/* The log fd moved (dup2 over it by the program): follow it (to = -1: it could not move). */
 void tb_log_fd_moved(int from, int to);
+
+/* The program put a new object on fd 2 with dup2/dup3/dup: its stderr from now on (not a
+ * socket; see log_sink.h). Call only in the process timebox set up, not a vfork child. */
+void tb_log_stderr_replaced(void);
+
+/* In a forked child (init.c's fork handler). */
+void tb_log_fork_child(void);
+
+/* tb_log_timeout with the timers already taken (t; NULL: none known). For the expirer,
+ * which takes note and timers while the socket cannot be closed and reused under it. */
+void tb_log_timeout_with(enum tb_phase phase, const struct tb_dest *d, int fd,
+			 int64_t elapsed_ns, int64_t limit_ns, int tid,
+			 const struct tb_log_timers *t);
 
 #endif

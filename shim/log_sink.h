@@ -24,7 +24,18 @@ int tb_sink_open(const struct tb_settings *s, const char **why);
  */
 bool tb_sink_write(int target, const char *line, size_t n);
 
-/* The program dup2'd over the sink's fd, which the hooks moved from `from` to `to`. */
+/* The program dup2'd over the sink's fd, which the hooks moved from `from` to `to` (-1:
+ * they could not; lines go to stderr from now on). */
 void tb_sink_fd_moved(int from, int to);
+
+/*
+ * The program itself just put something on fd 2 (dup2, dup3 or dup): that is its stderr
+ * from now on, unless it is a socket (a connection is never taken for stderr). Not for a
+ * vfork child, whose fd 2 is not ours. errno is preserved.
+ */
+void tb_sink_stderr_replaced(void);
+
+/* In a forked child: forget a line under way in the parent; make a relay of its own. */
+void tb_sink_fork_child(void);
 
 #endif

@@ -93,7 +93,8 @@ struct tb_real {
  * timebox's own fds (the log file, shared-gate slot locks, a socket moved out of the way)
  * are duplicated to numbers >= TB_INTERNAL_FD_MIN with F_DUPFD_CLOEXEC and marked
  * internal: programs hand out low numbers and some (select users) break above 1024, so
- * ours sit in between, out of both ways.
+ * ours sit in between, out of both ways. Under a lower fd limit they go as high below it as
+ * one is free, never to 0-2 (shim/fdtable.h, tb_fd_dup_internal).
  */
 #define TB_INTERNAL_FD_MIN 512
 

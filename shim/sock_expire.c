@@ -451,7 +451,9 @@ int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_p
 {
 	int saved = errno;
 	int rc = -1;
-	bool connecting;
+	bool connecting, timed = false;
+	struct tb_log_note note;
+	struct tb_log_timers timers;
 
 	take_busy(s);
 	if (own_fd ? !fd_is_ours(s, gen, fd) : (fd = find_fd(s, gen)) < 0) {
@@ -497,6 +499,12 @@ int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_p
 	atomic_store_explicit(&s->log_pending, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&tb_expiries[phase], 1, memory_order_relaxed);
 	tb_stats_cut(s, phase);
+	/* The line's fields are copied now, while `busy` keeps fd naming s: once it drops, the
+	 * program may close the socket, and past tb_sock_await_log's wait (a preempted
+	 * expirer) the entry and its call's timers may already describe another connection,
+	 * whose own cut may rewrite the note. */
+	note = s->note;
+	timed = tb_stats_take_timers(fd, &timers);
 	if (connecting)
 		cut_connect(fd);
 	else
@@ -509,8 +517,8 @@ out:
 		 * syslog) must neither delay the cut nor hold up close() of this socket. The woken
 		 * thread waits a little for the line before it reports the error (it might exit on
 		 * it): tb_sock_await_log. */
-		tb_log_timeout(s->note.phase, &s->note.dest, s->note.fd, s->note.elapsed,
-			       s->note.limit, s->note.tid);
+		tb_log_timeout_with(note.phase, &note.dest, note.fd, note.elapsed, note.limit,
+				    note.tid, timed ? &timers : NULL);
 		atomic_store_explicit(&s->log_pending, 0, memory_order_release);
 	} else if (rc == -2) {
 		forget_stale_slot(s, gen);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,8 +65,27 @@ static char seg_name[32];
 static char stats_path[TB_LOG_PATH_MAX];
 static int64_t stats_interval = TB_STATS_INTERVAL_DEFAULT;
 
+/*
+ * The process's name as ps shows it (the main thread's comm), taken at start-up from the
+ * main thread with prctl: reading /proc/self/comm at the first connect opened an fd, which
+ * took the lowest free number for a moment - the one a program thread doing close(1);
+ * open() was about to be given. Off the main thread, the name it was executed as.
+ */
+static char proc_name[TB_STATS_TEXT];
+
+static void take_proc_name(void)
+{
+	char comm[17] = "";
+
+	if (syscall(SYS_gettid) == getpid() && prctl(PR_GET_NAME, comm) == 0)
+		snprintf(proc_name, sizeof(proc_name), "%s", comm);
+	else
+		snprintf(proc_name, sizeof(proc_name), "%.15s", program_invocation_short_name);
+}
+
 void tb_stats_configure(const struct tb_settings *s)
 {
+	take_proc_name();
 	tb_log_lend(tb_stats_take_timers, tb_stats_wake);
 	snprintf(stats_path, sizeof(stats_path), "%s", s->stats_path);
 	if (s->stats_interval_ns > 0)
@@ -155,10 +175,16 @@ static void write_file(void)
 		cap = need + 1;
 	}
 	snprintf(tmp, sizeof(tmp), "%s.tmp-%d", stats_path, (int)getpid());
+	/* Moved high and shielded like every fd of ours: a program that closes fds it does
+	 * not know (a loop over every number, closefrom) while this write is under way must
+	 * neither close it nor have its own next open get the number, which this thread would
+	 * then write into and close (tests/regress/stats_tmp_fd_closed). */
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd >= 0)
+		fd = tb_fd_move_internal(fd);
 	if (fd >= 0) {
 		w = tb_real.write(fd, buf, need);
-		tb_real.close(fd);
+		tb_gate_file_close(fd);
 		if (w == (ssize_t)need && rename(tmp, stats_path) == 0)
 			goto out;
 		unlink(tmp);
@@ -337,18 +363,9 @@ static bool ready(void)
 	seg->version = TB_STATS_VERSION;
 	seg->pid = (int32_t)getpid();
 	seg->started = (int64_t)time(NULL);
-	{
-		char comm[TB_STATS_TEXT] = "";
-		int cfd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
-		ssize_t n = cfd >= 0 ? tb_real.read(cfd, comm, sizeof(comm) - 1) : -1;
-
-		if (cfd >= 0)
-			tb_real.close(cfd);
-		if (n > 0 && comm[n - 1] == '\n')
-			n--;
-		comm[n > 0 ? n : 0] = '\0';
-		memcpy(seg->comm, comm, sizeof(seg->comm));
-	}
+	if (syscall(SYS_gettid) == getpid())
+		take_proc_name(); /* on the main thread: its name now, as ps shows it */
+	memcpy(seg->comm, proc_name, sizeof(seg->comm));
 	atomic_store_explicit(&seg->magic, TB_STATS_MAGIC, memory_order_release);
 	atexit(remove_segment);
 	atomic_store_explicit(&seg_state, SEG_READY, memory_order_release);

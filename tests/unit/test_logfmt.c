@@ -41,6 +41,14 @@ void tb_sink_fd_moved(int from, int to)
 	(void)from, (void)to;
 }
 
+void tb_sink_stderr_replaced(void)
+{
+}
+
+void tb_sink_fork_child(void)
+{
+}
+
 __thread int tb_thread_tid = 77; /* tb_tid() reads it (thread.h) */
 
 int tb_tid_slow(void)
@@ -95,6 +103,26 @@ static void test_timeout_line_has_the_timers(void **state)
 				    "gate_ms=12 connect_ms=3 first_byte_ms=-1 total_ms=2515 "
 				    "budget_ms=485 pid="));
 	assert_non_null(strstr(out, " tid=99\n"));
+}
+
+/* The expirer takes the timers while the socket cannot be reused: the line uses those, and
+ * does not look the fd up again (the lent lookup would find another connection's). */
+static void test_timeout_line_with_timers_taken_at_the_cut(void **state)
+{
+	struct tb_dest d = d80();
+	struct tb_log_timers t = { -1, 4, 20, 320, -1, "" };
+
+	(void)state;
+	open_with(TB_LOG_FORMAT_LOGFMT, 0);
+	fake_timers = (struct tb_log_timers){ 1, 1, 1, 1, 1, "other.example" };
+	have_timers = true;
+	tb_log_timeout_with(TB_PHASE_READ, &d, 7, 300 * MS, 300 * MS, 99, &t);
+	assert_non_null(strstr(out, "fd=7 elapsed_ms=300 limit_ms=300 gate_ms=-1 connect_ms=4 "
+				    "first_byte_ms=20 total_ms=320 budget_ms=-1 pid="));
+	assert_null(strstr(out, "other.example"));
+	out_n = 0;
+	tb_log_timeout_with(TB_PHASE_READ, &d, 7, 300 * MS, 300 * MS, 99, NULL);
+	assert_non_null(strstr(out, "gate_ms=-1 connect_ms=-1 first_byte_ms=-1 total_ms=300 "));
 }
 
 static void test_gate_timeout_without_a_socket(void **state)
@@ -174,6 +202,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_timeout_line_has_the_timers),
+		cmocka_unit_test(test_timeout_line_with_timers_taken_at_the_cut),
 		cmocka_unit_test(test_gate_timeout_without_a_socket),
 		cmocka_unit_test(test_logfmt_quotes_what_needs_it),
 		cmocka_unit_test(test_json_escapes_and_types),
