@@ -286,16 +286,18 @@ enum tb_lookup_plan tb_lookup_plan(struct tb_lookup *lk, const char *name, int a
 	dns = tb_default_settings.dns_ns;
 	if (dns <= 0 && tb_default_settings.deadline_ns <= 0)
 		return TB_LOOKUP_NATIVE;
+	/* A vfork child runs on its parent's budgets and memory and must change neither: its
+	 * lookup runs natively, as it would without timebox (no resolver thread of its own, no
+	 * request on the parent's queue, no snapshot of /etc/hosts made or freed). */
+	if (tb_foreign_process())
+		return TB_LOOKUP_NATIVE;
 	if (name == NULL || *name == '\0' || numeric || is_numeric(name) || hosts_answer(name, af))
 		return TB_LOOKUP_NATIVE;
 	now = tb_now();
 	start = now;
 	deadline = TB_NEVER;
-	/* A vfork child runs on its parent's budgets and must change none of them. */
-	lk->budgeted = !tb_foreign_process();
-	if (lk->budgeted)
-		step = tb_budget_step(tb_budget_here(), &tb_default_settings, &lookup_dest, now,
-				      &start, &deadline);
+	step = tb_budget_step(tb_budget_here(), &tb_default_settings, &lookup_dest, now, &start,
+			      &deadline);
 	lk->name = name;
 	lk->call_start = start;
 	lk->deadline = deadline;
@@ -331,7 +333,7 @@ void tb_lookup_expired(const struct tb_lookup *lk)
 void tb_lookup_cut(const struct tb_lookup *lk)
 {
 	tb_lookup_expired(lk);
-	if (lk->budgeted && lk->deadline != TB_NEVER && lk->expiry >= lk->deadline)
+	if (lk->deadline != TB_NEVER && lk->expiry >= lk->deadline)
 		tb_budget_on_expired(tb_budget_here(), &tb_default_settings, &lookup_dest,
 				     TB_PHASE_DEADLINE, lk->deadline);
 }
