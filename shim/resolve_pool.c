@@ -76,13 +76,20 @@ static bool pool_ready;
  * (gethostbyname, gethostbyname2), process-wide, overwritten by the next call of the same
  * function from any thread and never freed otherwise. A result handed from a worker thread
  * to another, or held across a call of the other function, stays readable, as natively.
- * The buffer only grows (realloc, as glibc's own does), so its last size is kept.
+ * The buffer only grows, in powers of two from HOSTENT_BUF_START, and a buffer it outgrew is
+ * kept rather than freed (glibc reallocs its own): a racing reader of the previous result
+ * (another thread's, or timebox's learning of names) reads stale bytes, never freed memory.
+ * That keeps at most one buffer per size up to HOSTENT_BUF_MAX, under 2 MiB per function in
+ * the worst case, one of 1 KiB for usual answers.
  */
+#define HOSTENT_SIZES 11 /* HOSTENT_BUF_START << 10 == HOSTENT_BUF_MAX */
 static struct static_result {
 	pthread_mutex_t lock;
 	struct hostent he;
 	char *buf;
 	size_t len;
+	char *outgrown[HOSTENT_SIZES];
+	int n_outgrown;
 } static_results[2] = { { .lock = PTHREAD_MUTEX_INITIALIZER },
 			{ .lock = PTHREAD_MUTEX_INITIALIZER } };
 
@@ -449,14 +456,19 @@ static struct hostent *keep_static(const struct req *r)
 
 	pthread_mutex_lock(&k->lock);
 	if (k->len < used) {
-		char *buf = realloc(k->buf, used);
+		size_t len = HOSTENT_BUF_START;
+		char *buf;
 
-		if (buf == NULL) {
+		while (len < used)
+			len *= 2;
+		if (k->n_outgrown == HOSTENT_SIZES || (buf = malloc(len)) == NULL) {
 			h = NULL;
 			goto out;
 		}
+		if (k->buf != NULL)
+			k->outgrown[k->n_outgrown++] = k->buf; /* kept (see above) */
 		k->buf = buf;
-		k->len = used;
+		k->len = len;
 	}
 	copy_hostent(&k->he, k->buf, used, r);
 out:
