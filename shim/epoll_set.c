@@ -64,7 +64,15 @@ static struct tb_epset_arr *arr_new(uint32_t cap)
 	return a;
 }
 
-static struct tb_epset *set_new(void)
+/*
+ * An instance with `refs` references, fresh or recycled. The count is stored once, last,
+ * and only ever changed by atomic read-modify-writes after that: a reader holding a stale
+ * pointer (rule 3) may take a reference on a recycled instance as soon as its count is not
+ * 0, and a later plain store (as recycling did: 1, then 2) would overwrite that increment,
+ * the count reaching 0 while the table and a caller still held the instance
+ * (test_recycled_instance_keeps_a_racing_reference).
+ */
+static struct tb_epset *set_new(unsigned refs)
 {
 	struct tb_epset *s;
 
@@ -84,7 +92,7 @@ static struct tb_epset *set_new(void)
 	s->free_next = NULL;
 	atomic_store(&s->live, 0);
 	atomic_store(&s->arr, NULL);
-	atomic_store(&s->refs, 1); /* the table's */
+	atomic_store(&s->refs, refs);
 	return s;
 }
 
@@ -146,12 +154,13 @@ struct tb_epset *tb_epset_get_or_make(int epfd)
 	if (s != NULL)
 		return s;
 	t = atomic_load_explicit(&tb_eptab, memory_order_acquire);
-	if (t == NULL || epfd < 0 || epfd >= atomic_load(&tb_ep_cap) || (s = set_new()) == NULL)
+	/* Two references: the table's and the caller's. */
+	if (t == NULL || epfd < 0 || epfd >= atomic_load(&tb_ep_cap) || (s = set_new(2)) == NULL)
 		return NULL;
-	atomic_store(&s->refs, 2); /* the table's and the caller's */
 	if (!atomic_compare_exchange_strong(&t[epfd], &expected, s)) {
-		atomic_store(&s->refs, 1);
-		tb_epset_put_ref(s); /* another thread made it first */
+		/* Another thread made it first: both references go (a stale reader's too). */
+		tb_epset_put_ref(s);
+		tb_epset_put_ref(s);
 		return tb_epset_get(epfd);
 	}
 	hi = atomic_load(&ep_hiwater);

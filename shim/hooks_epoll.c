@@ -138,7 +138,10 @@ static bool take(void *ctx, int fd, uint32_t events, uint64_t tag, uint64_t data
 }
 
 /* The event the call returned for e[k], matched by the program's epoll_data (what it
- * registered is all the kernel hands back), or NULL. */
+ * registered is all the kernel hands back), or NULL. Two registrations may carry the same
+ * data (0 when the program never sets it, one pointer for both fds of a connection), and
+ * registrations timebox does not follow are not known here: the event found may be
+ * another fd's. So it is a hint, never a verdict on this socket (see finish). */
 static const struct epoll_event *result_of(const struct epwait *ws, int k,
 					   const struct epoll_event *ev, int r)
 {
@@ -148,8 +151,15 @@ static const struct epoll_event *result_of(const struct epwait *ws, int k,
 	return NULL;
 }
 
-/* After the call: ends the waits; a handshake reported done (out or in, no error) makes
- * the socket OPEN, as poll's verdict does; a one-shot that fired watches nothing more. */
+/*
+ * After the call: ends the waits; a handshake that may be done (an event out or in, no
+ * error, under its data) is asked of the kernel (getpeername, once per connection), since
+ * the event may be another fd's with equal data: taken on trust, it ended the connect
+ * phase of a handshake still under way (regress/epoll_shared_data_connect). A one-shot
+ * whose data came back watches nothing more: when that event was another fd's, the
+ * socket's waits in epoll_wait go unmarked until the program re-arms it (never cut
+ * wrongly; docs/limitations.md).
+ */
 static void finish(struct epwait *ws, struct tb_epset *set, const struct epoll_event *ev, int r)
 {
 	int64_t now = ws->entered ? tb_now() : 0;
@@ -171,8 +181,8 @@ static void finish(struct epwait *ws, struct tb_epset *set, const struct epoll_e
 		if (got == NULL)
 			continue;
 		if (ws->e[k].connecting && (got->events & (EPOLLOUT | EPOLLIN)) &&
-		    !(got->events & (EPOLLERR | EPOLLHUP)))
-			tb_sock_set_open(s);
+		    !(got->events & (EPOLLERR | EPOLLHUP)) && tb_fd_sock(ws->e[k].fd) == s)
+			tb_xfer_confirm_open(s, ws->e[k].fd);
 		if (ws->e[k].events & EPOLLONESHOT)
 			tb_epset_disarm(set, ws->e[k].fd, ws->e[k].tag);
 	}

@@ -46,10 +46,17 @@ void tb_resolve_bind(void)
  * the files backend compares them (strcasecmp), each with the families it has addresses for.
  *
  * A snapshot is immutable once published. The file is stat'ed at most once a second and
- * reloaded when it changed; a replaced snapshot is kept (readers hold it without a lock),
- * so each change of the file costs its size once. A stale snapshot errs both ways for at
- * most a second: a name just added takes the bounded path (slower, same answer), a name
- * just removed goes to DNS unbounded.
+ * reloaded only when its identity changed (device, inode, size, mtime, ctime): a file that
+ * cannot be read or is over HOSTS_MAX_BYTES gives an empty snapshot that still records what
+ * stat saw, so it is not opened again until it changes (regress/hosts_snapshot_leak). A
+ * stale snapshot errs both ways for at most a second: a name just added takes the bounded
+ * path (slower, same answer), a name just removed goes to DNS unbounded.
+ *
+ * Readers hold a snapshot without a lock. Each counts itself in hosts_readers before it
+ * loads the pointer and leaves after its last look (both sequentially consistent), so a
+ * count that only the reloading thread makes, read after a new snapshot was published,
+ * proves no reader holds a replaced one: those are freed then, and memory stays at the
+ * current snapshot (plus the replaced ones while lookups overlap every check).
  */
 #define HOSTS_PATH "/etc/hosts"
 #define HOSTS_MAX_BYTES (1 << 20)
@@ -63,18 +70,19 @@ struct host_name {
 };
 
 struct hosts_snap {
-	struct hosts_snap *older;
-	bool present;
+	struct hosts_snap *older; /* replaced snapshots not yet freed (hosts_lock) */
+	bool exists;              /* stat saw the file: the identity below is its */
 	dev_t dev;
 	ino_t ino;
 	off_t size;
-	struct timespec mtime;
+	struct timespec mtime, ctime;
 	size_t n;
 	struct host_name *names;
 	char text[];
 };
 
 static _Atomic(struct hosts_snap *) hosts;
+static atomic_int hosts_readers;
 static atomic_llong hosts_checked = -1;
 static pthread_mutex_t hosts_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool files_first;
@@ -164,10 +172,25 @@ static size_t parse_hosts(char *text, size_t len, struct host_name *out)
 	return n;
 }
 
-/* A snapshot of the file as it is now (present = false when it cannot be read). */
-static struct hosts_snap *load_hosts(void)
+static void set_identity(struct hosts_snap *s, const struct stat *st)
 {
-	int fd = open(HOSTS_PATH, O_RDONLY | O_CLOEXEC);
+	s->exists = true;
+	s->dev = st->st_dev;
+	s->ino = st->st_ino;
+	s->size = st->st_size;
+	s->mtime = st->st_mtim;
+	s->ctime = st->st_ctim;
+}
+
+/*
+ * A snapshot of the file as it is now. `seen` is what stat found (NULL: no file). A file
+ * that cannot be opened or read, or is too large, gives a snapshot with no names and the
+ * identity stat saw; one that was read carries the identity of what was read (fstat). NULL
+ * only without memory.
+ */
+static struct hosts_snap *load_hosts(const struct stat *seen)
+{
+	int fd = seen != NULL ? open(HOSTS_PATH, O_RDONLY | O_CLOEXEC) : -1;
 	struct stat st;
 	struct hosts_snap *s;
 	char *copy;
@@ -176,11 +199,17 @@ static struct hosts_snap *load_hosts(void)
 	if (fd < 0 || fstat(fd, &st) != 0 || st.st_size > HOSTS_MAX_BYTES) {
 		if (fd >= 0)
 			tb_real.close(fd);
-		return calloc(1, sizeof(*s));
+		s = calloc(1, sizeof(*s));
+		if (s != NULL && seen != NULL)
+			set_identity(s, seen);
+		return s;
 	}
 	s = calloc(1, sizeof(*s) + (size_t)st.st_size + 1);
 	copy = s != NULL ? read_small(fd, (size_t)st.st_size) : NULL;
 	tb_real.close(fd);
+	if (s == NULL)
+		return NULL;
+	set_identity(s, &st);
 	if (copy == NULL)
 		return s;
 	len = strlen(copy);
@@ -201,48 +230,60 @@ static struct hosts_snap *load_hosts(void)
 			s->names[kept++] = s->names[i];
 	}
 	s->n = kept;
-	s->present = true;
-	s->dev = st.st_dev;
-	s->ino = st.st_ino;
-	s->size = st.st_size;
-	s->mtime = st.st_mtim;
 	return s;
 }
 
 static bool same_file(const struct hosts_snap *s, const struct stat *st, bool exists)
 {
-	if (!exists || !s->present)
-		return exists == s->present;
+	if (!exists || !s->exists)
+		return exists == s->exists;
 	return s->dev == st->st_dev && s->ino == st->st_ino && s->size == st->st_size &&
-	       s->mtime.tv_sec == st->st_mtim.tv_sec && s->mtime.tv_nsec == st->st_mtim.tv_nsec;
+	       s->mtime.tv_sec == st->st_mtim.tv_sec && s->mtime.tv_nsec == st->st_mtim.tv_nsec &&
+	       s->ctime.tv_sec == st->st_ctim.tv_sec && s->ctime.tv_nsec == st->st_ctim.tv_nsec;
 }
 
-/* The current snapshot, reloaded first when a second has passed and the file changed. A
- * thread that finds another one reloading uses the snapshot it has. */
+static void free_snap(struct hosts_snap *s)
+{
+	free(s->names);
+	free(s);
+}
+
+/*
+ * The current snapshot, reloaded first when a second has passed and the file changed. A
+ * thread that finds another one reloading uses the snapshot it has. Called by a reader
+ * (counted in hosts_readers): when it is the only one, the replaced snapshots go.
+ */
 static const struct hosts_snap *current_hosts(void)
 {
 	int64_t now = tb_now(), last = atomic_load_explicit(&hosts_checked, memory_order_relaxed);
-	struct hosts_snap *s = atomic_load_explicit(&hosts, memory_order_acquire);
+	struct hosts_snap *s = atomic_load(&hosts), *old;
 	struct stat st;
+	bool exists;
 
 	if (s != NULL && last >= 0 && now - last < HOSTS_RECHECK_NS)
 		return s;
 	if (pthread_mutex_trylock(&hosts_lock) != 0)
 		return s;
-	s = atomic_load_explicit(&hosts, memory_order_acquire);
+	s = atomic_load(&hosts);
 	atomic_store_explicit(&hosts_checked, now, memory_order_relaxed);
-	{
-		bool exists = stat(HOSTS_PATH, &st) == 0;
+	exists = stat(HOSTS_PATH, &st) == 0;
+	if (s == NULL || !same_file(s, &st, exists)) {
+		struct hosts_snap *fresh = load_hosts(exists ? &st : NULL);
 
-		if (s == NULL || !same_file(s, &st, exists)) {
-			struct hosts_snap *fresh = load_hosts();
-
-			if (fresh != NULL) {
-				fresh->older = s;
-				atomic_store_explicit(&hosts, fresh, memory_order_release);
-				s = fresh;
-			}
+		if (fresh != NULL) {
+			fresh->older = s;
+			atomic_store(&hosts, fresh);
+			s = fresh;
 		}
+	}
+	if (s != NULL && s->older != NULL && atomic_load(&hosts_readers) == 1) {
+		for (old = s->older; old != NULL;) {
+			struct hosts_snap *next = old->older;
+
+			free_snap(old);
+			old = next;
+		}
+		s->older = NULL;
 	}
 	pthread_mutex_unlock(&hosts_lock);
 	return s;
@@ -255,11 +296,19 @@ static bool hosts_answer(const char *name, int af)
 	const struct host_name key = { name, 0 }, *hit;
 	unsigned want = af == AF_INET ? FAM_V4 : af == AF_INET6 ? FAM_V6 : FAM_V4 | FAM_V6;
 
+	bool found = false;
+
 	pthread_once(&nss_once, read_nsswitch);
-	if (!files_first || (s = current_hosts()) == NULL || s->n == 0)
+	if (!files_first)
 		return false;
-	hit = bsearch(&key, s->names, s->n, sizeof(*s->names), by_name);
-	return hit != NULL && (hit->fams & want) != 0;
+	atomic_fetch_add(&hosts_readers, 1);
+	s = current_hosts();
+	if (s != NULL && s->n > 0) {
+		hit = bsearch(&key, s->names, s->n, sizeof(*s->names), by_name);
+		found = hit != NULL && (hit->fams & want) != 0;
+	}
+	atomic_fetch_sub(&hosts_readers, 1);
+	return found;
 }
 
 /* A numeric address never reaches a resolver (getaddrinfo accepts inet_aton's forms, and a
@@ -286,16 +335,18 @@ enum tb_lookup_plan tb_lookup_plan(struct tb_lookup *lk, const char *name, int a
 	dns = tb_default_settings.dns_ns;
 	if (dns <= 0 && tb_default_settings.deadline_ns <= 0)
 		return TB_LOOKUP_NATIVE;
+	/* A vfork child runs on its parent's budgets and memory and must change neither: its
+	 * lookup runs natively, as it would without timebox (no resolver thread of its own, no
+	 * request on the parent's queue, no snapshot of /etc/hosts made or freed). */
+	if (tb_foreign_process())
+		return TB_LOOKUP_NATIVE;
 	if (name == NULL || *name == '\0' || numeric || is_numeric(name) || hosts_answer(name, af))
 		return TB_LOOKUP_NATIVE;
 	now = tb_now();
 	start = now;
 	deadline = TB_NEVER;
-	/* A vfork child runs on its parent's budgets and must change none of them. */
-	lk->budgeted = !tb_foreign_process();
-	if (lk->budgeted)
-		step = tb_budget_step(tb_budget_here(), &tb_default_settings, &lookup_dest, now,
-				      &start, &deadline);
+	step = tb_budget_step(tb_budget_here(), &tb_default_settings, &lookup_dest, now, &start,
+			      &deadline);
 	lk->name = name;
 	lk->call_start = start;
 	lk->deadline = deadline;
@@ -331,7 +382,7 @@ void tb_lookup_expired(const struct tb_lookup *lk)
 void tb_lookup_cut(const struct tb_lookup *lk)
 {
 	tb_lookup_expired(lk);
-	if (lk->budgeted && lk->deadline != TB_NEVER && lk->expiry >= lk->deadline)
+	if (lk->deadline != TB_NEVER && lk->expiry >= lk->deadline)
 		tb_budget_on_expired(tb_budget_here(), &tb_default_settings, &lookup_dest,
 				     TB_PHASE_DEADLINE, lk->deadline);
 }
@@ -340,5 +391,7 @@ void tb_lookup_cut(const struct tb_lookup *lk)
 void tb_resolve_fork_child(void)
 {
 	pthread_mutex_init(&hosts_lock, NULL);
+	/* The forking thread is not inside a look (it is in fork), and the others are gone. */
+	atomic_store(&hosts_readers, 0);
 	tb_resolve_pool_fork_child();
 }

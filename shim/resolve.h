@@ -32,7 +32,6 @@ struct tb_lookup {
 	int64_t expiry;      /* start + min(dns_timeout, the call's time left) */
 	int64_t call_start;  /* the call the lookup belongs to (the thread's budget) */
 	int64_t deadline;    /* that call's deadline, TB_NEVER without one */
-	bool budgeted;       /* the lookup took part in the thread's budget (not a vfork child) */
 };
 
 /* True on timebox's resolver threads: a lookup an NSS module makes from there runs natively
@@ -50,6 +49,9 @@ enum tb_lookup_plan {
  * bounds lookups (no dns_timeout, no deadline), when the name is a numeric address or
  * `numeric` is set (AI_NUMERICHOST), and when /etc/hosts answers it and nsswitch.conf asks
  * the files first: those never wait on a network, and must cost what they cost natively.
+ * Native in a vfork child too: a resolver thread started there would belong to the child and
+ * die at its exec, leaving the parent's pool (shared memory) counting a thread that never
+ * takes work again (regress/vfork_getaddrinfo).
  * A bounded lookup opens, or joins, the thread's budget (it is the first step of the call
  * that connects to what it finds) and fills *lk.
  */
@@ -64,12 +66,14 @@ enum tb_lookup_plan tb_lookup_plan(struct tb_lookup *lk, const char *name, int a
 int tb_lookup_getaddrinfo(struct tb_lookup *lk, const char *node, const char *service,
 			  const struct addrinfo *hints, struct addrinfo **res);
 
-/* gethostbyname (two = false, af ignored) or gethostbyname2. The hostent is the calling
- * thread's, valid until its next bounded gethostbyname*. */
+/* gethostbyname (two = false, af ignored) or gethostbyname2. The hostent is process-wide,
+ * one per function as glibc's: valid until the next bounded call of the same function by any
+ * thread (regress/gethostbyname_thread_exit, regress/gethostbyname_two_buffers). */
 struct hostent *tb_lookup_gethostbyname(struct tb_lookup *lk, const char *name, bool two,
 					int af);
 
-/* gethostbyname_r (two = false) or gethostbyname2_r, into the caller's buffer. */
+/* gethostbyname_r (two = false) or gethostbyname2_r, into the caller's buffer: only the bytes
+ * the hostent uses are written there, however large `len` is (regress/gethostbyname_r_huge_len). */
 int tb_lookup_gethostbyname_r(struct tb_lookup *lk, const char *name, bool two, int af,
 			      struct hostent *ret, char *buf, size_t len,
 			      struct hostent **result, int *h_errnop);

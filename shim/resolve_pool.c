@@ -67,10 +67,31 @@ static struct {
 	int threads, idle, queued;
 } pool = { .lock = PTHREAD_MUTEX_INITIALIZER };
 static pthread_condattr_t mono;
-static pthread_key_t last_hostent; /* the thread's gethostbyname result: a struct req */
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 _Thread_local bool tb_resolver_thread;
 static bool pool_ready;
+
+/*
+ * The results of the non-reentrant calls, kept as glibc keeps them: one per function
+ * (gethostbyname, gethostbyname2), process-wide, overwritten by the next call of the same
+ * function from any thread and never freed otherwise. A result handed from a worker thread
+ * to another, or held across a call of the other function, stays readable, as natively.
+ * The buffer only grows, in powers of two from HOSTENT_BUF_START, and a buffer it outgrew is
+ * kept rather than freed (glibc reallocs its own): a racing reader of the previous result
+ * (another thread's, or timebox's learning of names) reads stale bytes, never freed memory.
+ * That keeps at most one buffer per size up to HOSTENT_BUF_MAX, under 2 MiB per function in
+ * the worst case, one of 1 KiB for usual answers.
+ */
+#define HOSTENT_SIZES 11 /* HOSTENT_BUF_START << 10 == HOSTENT_BUF_MAX */
+static struct static_result {
+	pthread_mutex_t lock;
+	struct hostent he;
+	char *buf;
+	size_t len;
+	char *outgrown[HOSTENT_SIZES];
+	int n_outgrown;
+} static_results[2] = { { .lock = PTHREAD_MUTEX_INITIALIZER },
+			{ .lock = PTHREAD_MUTEX_INITIALIZER } };
 
 static void free_req(struct req *r)
 {
@@ -83,17 +104,11 @@ static void free_req(struct req *r)
 	free(r);
 }
 
-static void free_last(void *r)
-{
-	free_req(r);
-}
-
 static void pool_init(void)
 {
 	pthread_condattr_init(&mono);
 	pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
 	pthread_cond_init(&pool.work, &mono);
-	pthread_key_create(&last_hostent, free_last);
 	pool_ready = true;
 }
 
@@ -105,6 +120,8 @@ static void pool_init(void)
 void tb_resolve_pool_fork_child(void)
 {
 	pthread_mutex_init(&pool.lock, NULL);
+	for (size_t i = 0; i < sizeof(static_results) / sizeof(static_results[0]); i++)
+		pthread_mutex_init(&static_results[i].lock, NULL);
 	if (pool_ready)
 		pthread_cond_init(&pool.work, &mono);
 	pool.head = pool.tail = NULL;
@@ -364,11 +381,110 @@ int tb_lookup_getaddrinfo(struct tb_lookup *lk, const char *node, const char *se
 	return rc;
 }
 
+/* p moved from r->buf to `to`, when it points into r->buf. */
+static void *moved(void *p, const struct req *r, char *to)
+{
+	uintptr_t a = (uintptr_t)p, lo = (uintptr_t)r->buf;
+
+	return p != NULL && a >= lo && a < lo + r->buflen ? to + (a - lo) : p;
+}
+
+/* The end of `len` bytes at p, as an offset into r->buf, when they lie in it; else 0. */
+static size_t end_in(const void *p, size_t len, const struct req *r)
+{
+	uintptr_t a = (uintptr_t)p, lo = (uintptr_t)r->buf;
+
+	return p != NULL && a >= lo && a < lo + r->buflen && len <= lo + r->buflen - a ?
+		       (size_t)(a - lo) + len : 0;
+}
+
+static size_t max_size(size_t a, size_t b)
+{
+	return a > b ? a : b;
+}
+
+/*
+ * How many bytes from the start of r->buf the resolver thread's hostent uses: the end of
+ * the last name, array or address glibc placed there. Only those are copied, so a caller's
+ * buffer receives what glibc itself would have written into it, whatever length it claims.
+ */
+static size_t used_bytes(const struct req *r)
+{
+	const struct hostent *h = &r->he;
+	size_t used = 0, n;
+
+	if (h->h_name != NULL)
+		used = max_size(used, end_in(h->h_name, strlen(h->h_name) + 1, r));
+	if (h->h_aliases != NULL) {
+		for (n = 0; h->h_aliases[n] != NULL; n++)
+			used = max_size(used, end_in(h->h_aliases[n], strlen(h->h_aliases[n]) + 1, r));
+		used = max_size(used, end_in(h->h_aliases, (n + 1) * sizeof(char *), r));
+	}
+	if (h->h_addr_list != NULL) {
+		for (n = 0; h->h_addr_list[n] != NULL; n++)
+			used = max_size(used, end_in(h->h_addr_list[n], (size_t)h->h_length, r));
+		used = max_size(used, end_in(h->h_addr_list, (n + 1) * sizeof(char *), r));
+	}
+	return used;
+}
+
+/* The resolver thread's hostent, copied into buf (`used` bytes, from used_bytes): every
+ * pointer glibc placed in its buffer moves by the same offset. */
+static void copy_hostent(struct hostent *dst, char *buf, size_t used, const struct req *r)
+{
+	if (used > 0)
+		memcpy(buf, r->buf, used);
+	*dst = r->he;
+	dst->h_name = moved(r->he.h_name, r, buf);
+	dst->h_aliases = moved(r->he.h_aliases, r, buf);
+	dst->h_addr_list = moved(r->he.h_addr_list, r, buf);
+	if (dst->h_aliases != r->he.h_aliases)
+		for (char **a = dst->h_aliases; *a != NULL; a++)
+			*a = moved(*a, r, buf);
+	if (dst->h_addr_list != r->he.h_addr_list)
+		for (char **a = dst->h_addr_list; *a != NULL; a++)
+			*a = moved(*a, r, buf);
+}
+
+/* r's hostent copied into its function's static result. NULL (h_errno NETDB_INTERNAL, errno
+ * ENOMEM) when that cannot grow. */
+static struct hostent *keep_static(const struct req *r)
+{
+	struct static_result *k = &static_results[r->two ? 1 : 0];
+	size_t used = used_bytes(r);
+	struct hostent *h = &k->he;
+
+	pthread_mutex_lock(&k->lock);
+	if (k->len < used) {
+		size_t len = HOSTENT_BUF_START;
+		char *buf;
+
+		while (len < used)
+			len *= 2;
+		if (k->n_outgrown == HOSTENT_SIZES || (buf = malloc(len)) == NULL) {
+			h = NULL;
+			goto out;
+		}
+		if (k->buf != NULL)
+			k->outgrown[k->n_outgrown++] = k->buf; /* kept (see above) */
+		k->buf = buf;
+		k->len = len;
+	}
+	copy_hostent(&k->he, k->buf, used, r);
+out:
+	pthread_mutex_unlock(&k->lock);
+	if (h == NULL) {
+		h_errno = NETDB_INTERNAL;
+		errno = ENOMEM;
+	}
+	return h;
+}
+
 struct hostent *tb_lookup_gethostbyname(struct tb_lookup *lk, const char *name, bool two,
 					int af)
 {
 	struct req *r = new_req(K_HOSTENT, name, NULL, 0, NULL);
-	struct hostent *h;
+	struct hostent *h = NULL;
 	int saved = errno;
 
 	if (r == NULL)
@@ -389,49 +505,25 @@ struct hostent *tb_lookup_gethostbyname(struct tb_lookup *lk, const char *name, 
 	}
 	h_errno = r->herr;
 	errno = r->rc != 0 ? r->err : saved;
-	if (r->result == NULL) {
-		free_req(r);
-		return NULL;
-	}
-	/* Valid until the thread's next call, as glibc's static result is. */
-	free_req(pthread_getspecific(last_hostent));
-	pthread_setspecific(last_hostent, r);
-	return &r->he;
+	if (r->result != NULL)
+		h = keep_static(r);
+	free_req(r);
+	return h;
 native:
 	h = two ? tb_resolve_real.gethostbyname2(name, af) : tb_resolve_real.gethostbyname(name);
 	return h;
-}
-
-/* p moved from r->buf to `to`, when it points into r->buf. */
-static void *moved(void *p, const struct req *r, char *to)
-{
-	uintptr_t a = (uintptr_t)p, lo = (uintptr_t)r->buf;
-
-	return p != NULL && a >= lo && a < lo + r->buflen ? to + (a - lo) : p;
-}
-
-/* The resolver thread's hostent, copied into the caller's buffer: every pointer glibc placed
- * in its buffer moves by the same offset. */
-static void copy_hostent(struct hostent *dst, char *buf, const struct req *r)
-{
-	memcpy(buf, r->buf, r->buflen);
-	*dst = r->he;
-	dst->h_name = moved(r->he.h_name, r, buf);
-	dst->h_aliases = moved(r->he.h_aliases, r, buf);
-	dst->h_addr_list = moved(r->he.h_addr_list, r, buf);
-	if (dst->h_aliases != r->he.h_aliases)
-		for (char **a = dst->h_aliases; *a != NULL; a++)
-			*a = moved(*a, r, buf);
-	if (dst->h_addr_list != r->he.h_addr_list)
-		for (char **a = dst->h_addr_list; *a != NULL; a++)
-			*a = moved(*a, r, buf);
 }
 
 int tb_lookup_gethostbyname_r(struct tb_lookup *lk, const char *name, bool two, int af,
 			      struct hostent *ret, char *buf, size_t len,
 			      struct hostent **result, int *h_errnop)
 {
-	struct req *r = len > 0 ? new_req(K_HOSTENT_R, name, NULL, len, buf) : NULL;
+	/* The thread's buffer is the caller's length up to HOSTENT_BUF_MAX: a length is the
+	 * caller's word, not its buffer (SIZE_MAX would wrap the allocation, and a copy of the
+	 * whole length would write past a buffer smaller than claimed). No resolver answer needs
+	 * more (a DNS message is at most 64 KiB); beyond it the lookup reports ERANGE. */
+	size_t n = len < HOSTENT_BUF_MAX ? len : HOSTENT_BUF_MAX;
+	struct req *r = n > 0 ? new_req(K_HOSTENT_R, name, NULL, n, buf) : NULL;
 	int saved = errno, rc;
 
 	if (r == NULL)
@@ -455,7 +547,7 @@ int tb_lookup_gethostbyname_r(struct tb_lookup *lk, const char *name, bool two, 
 	*h_errnop = r->herr;
 	*result = NULL;
 	if (rc == 0 && r->result != NULL) {
-		copy_hostent(ret, buf, r);
+		copy_hostent(ret, buf, used_bytes(r), r);
 		*result = ret;
 	}
 	errno = rc != 0 ? r->err : saved;

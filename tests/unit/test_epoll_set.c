@@ -1,5 +1,6 @@
 /* test_epoll_set.c - the interest-set bookkeeping of epoll instances (shim/epoll_set.c):
  * register, modify, delete, close while registered, dup, one-shot, growth, fork. Pure. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -283,6 +284,57 @@ static void test_fork_child_inherits_sets_and_lock_is_free(void **state)
 	tb_epset_drop(20);
 }
 
+/* A reader that found an instance in the table just before it was closed and recycled under
+ * the same number (epoll_wait on one thread, close + epoll_create on another) takes its
+ * reference on the recycled instance. The recycling set the count with plain stores
+ * (1, then 2), which could overwrite that increment: the count then fell to 0 while the
+ * table still held the instance, which was released and handed to the next epoll fd while
+ * in use. The maker (this thread) checks, each round, that its instance still counts its
+ * own reference and the table's. Racy by nature: rounds until one lands in the window. */
+#define RACE_EPFD 21
+#define RACE_ROUNDS 20000000
+static atomic_bool race_over;
+
+static void *race_reader(void *arg)
+{
+	(void)arg;
+	while (!atomic_load_explicit(&race_over, memory_order_relaxed)) {
+		struct tb_epset *s = tb_epset_get(RACE_EPFD);
+
+		if (s != NULL)
+			tb_epset_put_ref(s);
+	}
+	return NULL;
+}
+
+static void test_recycled_instance_keeps_a_racing_reference(void **state)
+{
+	pthread_t t;
+	long lost = 0;
+
+	(void)state;
+	atomic_store(&race_over, false);
+	assert_int_equal(pthread_create(&t, NULL, race_reader, NULL), 0);
+	for (long i = 0; i < RACE_ROUNDS && lost == 0; i++) {
+		struct tb_epset *s;
+
+		tb_epset_drop(RACE_EPFD);
+		s = tb_epset_get_or_make(RACE_EPFD);
+		assert_non_null(s);
+		tb_epset_put_ref(s);
+		/* The table's reference at least (the reader's may come and go). */
+		if (atomic_load(&s->refs) == 0 || tb_epset_get_or_make(RACE_EPFD) != s)
+			lost = i + 1;
+		else
+			tb_epset_put_ref(s);
+	}
+	atomic_store(&race_over, true);
+	pthread_join(t, NULL);
+	if (lost != 0)
+		fail_msg("round %ld: the instance in the table lost its references", lost);
+	tb_epset_drop(RACE_EPFD);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -297,6 +349,7 @@ int main(void)
 		cmocka_unit_test(test_scan_stops_when_asked),
 		cmocka_unit_test(test_drop_while_referenced_then_reuse),
 		cmocka_unit_test(test_fork_child_inherits_sets_and_lock_is_free),
+		cmocka_unit_test(test_recycled_instance_keeps_a_racing_reference),
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);
