@@ -85,13 +85,13 @@ static TB_SLOW char *governed_fgets(struct tb_sock *s, char *buf, int n, FILE *f
 	got = tb_stdio_take(s, f, buf, max, '\n', &end);
 	if (got == 0 || end == TB_TAKE_CUT || ((f->_flags & _IO_ERR_SEEN) && errno != EAGAIN))
 		r = NULL;
+	else if (chk && got >= size)
+		__chk_fail(); /* before the NUL, which would land past the buffer (as glibc) */
 	else
 		buf[got] = '\0';
 	f->_flags |= old_error;
 	if (locked)
 		funlockfile(f);
-	if (r != NULL && chk && got >= size)
-		__chk_fail();
 	if (r != NULL)
 		errno = saved;
 	return r;
