@@ -94,7 +94,7 @@ static ssize_t send_rest(struct tb_xfer *x, int fd, const char *buf, size_t n, i
 
 	if (tb_xfer_wait(x) < 0) {
 		if (done == 0)
-			return -1;
+			return -1; /* tb_xfer_end reports the cut */
 		errno = x->saved_errno; /* the cut is reported by the next call */
 		return (ssize_t)done;
 	}

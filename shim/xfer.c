@@ -216,11 +216,14 @@ static inline __attribute__((always_inline)) int step_call(struct tb_sock *s,
 	return step_unframed(s, set, now);
 }
 
-/* The wait begins after its expiry: fail at once, unless the data is already here. */
+/* The wait begins after its expiry: fail at once, unless the data is already here.
+ * `report`: tell the thread now (tb_xfer_timed_out); otherwise -1 with errno untouched,
+ * and the expiry is reported by whoever reports it next - with on_timeout=eagain only the
+ * first report says EAGAIN, and it must be the one the program sees. */
 static __attribute__((noinline, cold)) int wait_past_expiry(struct tb_xfer *x,
 							     struct tb_sock *s, int fd,
 							     enum tb_side side, int64_t now,
-							     struct tb_expiry e)
+							     struct tb_expiry e, bool report)
 {
 	int64_t unused;
 
@@ -230,7 +233,7 @@ static __attribute__((noinline, cold)) int wait_past_expiry(struct tb_xfer *x,
 		return 0;
 	}
 	tb_sock_expire(s, x->gen, side, e.phase, fd, true, now, &unused);
-	return tb_xfer_timed_out(s);
+	return report ? tb_xfer_timed_out(s) : -1;
 }
 
 /* The blocking part of a begin: the thread's wait record, the socket's wait, the watchdog;
@@ -238,7 +241,8 @@ static __attribute__((noinline, cold)) int wait_past_expiry(struct tb_xfer *x,
  * is that of the function the begin is inlined into - the hook's governed body (LTO) or
  * tb_xfer_begin, tb_xfer_wait - below the exported hook (waits.h). */
 static inline __attribute__((always_inline)) int
-begin_wait(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side side, int64_t now)
+begin_wait(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side side, int64_t now,
+	   bool report)
 {
 	uintptr_t sp;
 	struct tb_expiry e;
@@ -252,7 +256,7 @@ begin_wait(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side side, int6
 		x->waited = true;
 		return 0;
 	}
-	return wait_past_expiry(x, s, fd, side, now, e);
+	return wait_past_expiry(x, s, fd, side, now, e, report);
 }
 
 /* An EXPIRED slot may be stale: the program closed the fd where we could not see it and
@@ -312,7 +316,7 @@ __attribute__((always_inline)) inline int tb_xfer_begin(struct tb_xfer *x, struc
 	}
 	if (!blocking)
 		return 0;
-	return begin_wait(x, s, fd, side, now);
+	return begin_wait(x, s, fd, side, now, true);
 }
 
 int tb_xfer_wait(struct tb_xfer *x)
@@ -325,7 +329,9 @@ int tb_xfer_wait(struct tb_xfer *x)
 		x->s = NULL; /* closed under us: the rest is the program's own call */
 		return 0;
 	}
-	return begin_wait(x, s, x->fd, x->side, tb_now());
+	/* Not reported here: the send may return the bytes it already moved, and the next
+	 * call reports the cut; or it returns -1 and tb_xfer_end reports it, once. */
+	return begin_wait(x, s, x->fd, x->side, tb_now(), false);
 }
 
 

@@ -65,7 +65,9 @@ ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r);
  * program's blocking call must: the rest blocks, as the program asked, under a wait that
  * begins now. 0: go on (make the blocking call for the rest; x->s may have become NULL:
  * the socket was closed meanwhile, the call is the program's own). -1: the wait expired
- * as it began (the socket is cut; errno set).
+ * as it began: the socket is cut, and the expiry is not reported yet (errno untouched):
+ * tb_xfer_end of a call that moved nothing reports it, or the next call on the socket
+ * does - so that under on_timeout=eagain the program's first report is EAGAIN.
  */
 int tb_xfer_wait(struct tb_xfer *x);
 
