@@ -10,6 +10,7 @@
 
 #include "budget.h"
 #include "clock.h"
+#include "configure.h"
 #include "fdtable.h"
 #include "hooks.h"
 #include "log.h"
@@ -72,11 +73,34 @@ static int refuse(struct tb_sock *s, int fd, int step, int64_t now)
 	return deliver(s, false);
 }
 
+/*
+ * A notice (`event=notice`) is a limitation, not a fault: the program is healthy and
+ * timebox chose to stop governing something on one of its connections. DESIGN's rule is
+ * that nothing is printed unless something expires or is misconfigured (cron mails
+ * stderr, scripts parse it), so the kind is counted for the destination every time
+ * (`timebox stats`, timebox_notices_total) and the line goes out only at log_level = info,
+ * once per process per kind (`told`). log_level is the process's (a rule cannot set it):
+ * read from the defaults, as the exit summary's is. True when the caller is to write the
+ * line.
+ */
+static bool notice_wanted(struct tb_sock *s, enum tb_notice k, atomic_bool *told)
+{
+	tb_stats_notice(s, k);
+	if (tb_default_settings.log_level != TB_LOG_LEVEL_INFO)
+		return false;
+	return !atomic_load_explicit(told, memory_order_relaxed) && !atomic_exchange(told, true);
+}
+
 static __attribute__((noinline, cold)) void note_tls_answered(struct tb_sock *s, uint32_t gen)
 {
+	static atomic_bool told;
 	char dest[TB_DEST_STRLEN], body[512];
 
-	if (!tb_sock_enter(s, gen))
+	/* Counted once per connection: the bit stays through later publishes (publish). */
+	if (atomic_fetch_or_explicit(&s->frame_state, TB_FS_NOTED, memory_order_relaxed) &
+	    TB_FS_NOTED)
+		return;
+	if (!notice_wanted(s, TB_NOTICE_TLS_ANSWERED_WAIT, &told) || !tb_sock_enter(s, gen))
 		return;
 	tb_dest_format(&s->dest, dest, sizeof(dest));
 	tb_sock_leave(s);
@@ -89,12 +113,11 @@ static __attribute__((noinline, cold)) void note_tls_answered(struct tb_sock *s,
 
 bool tb_xfer_polled_read_governed(struct tb_sock *s, uint32_t gen)
 {
-	static atomic_bool told;
 	unsigned fs = atomic_load_explicit(&s->frame_state, memory_order_relaxed);
 
 	if (TB_LIKELY((fs & TB_FS_STATE) != TB_FRAME_ANSWERED))
 		return true;
-	if (!atomic_load_explicit(&told, memory_order_relaxed) && !atomic_exchange(&told, true))
+	if (!(fs & TB_FS_NOTED))
 		note_tls_answered(s, gen);
 	return false;
 }
@@ -346,16 +369,19 @@ static unsigned publish(struct tb_sock *s)
 		fs |= TB_FS_BEGUN;
 	if (fs >= TB_FRAME_RESTING && tb_frame_send_starts_call(f))
 		fs |= TB_FS_STARTS;
+	fs |= atomic_load_explicit(&s->frame_state, memory_order_relaxed) & TB_FS_NOTED;
 	atomic_store_explicit(&s->frame_state, (unsigned char)fs, memory_order_relaxed);
 	return fs;
 }
 
 /*
- * Says, once per process, that framing stopped following a connection whose protocol it
+ * Tells that framing stopped following a connection whose protocol it
  * had recognised (`was`): from here on the system-call rules tell its calls apart, and an
  * idle pooled connection of it may be cut as raw ones may (docs/limitations.md). `why`:
- * "unframed" (bytes it cannot follow: malformed, or past its bounds) or "overlap" (two
- * transfers at once, whose order it cannot know). A connection that never looked like a
+ * "unframed" (bytes it cannot follow: malformed, or past its bounds), "unseen" (bytes moved
+ * where no hook could see them outside a body it was skipping: MSG_TRUNC, stdio's own
+ * writes) or "overlap" (two transfers at once, whose order it cannot know). Counted per
+ * connection, written only at log_level = info (notice_wanted). A connection that never looked like a
  * known protocol is raw from its first bytes and is not worth a line. Inside a section.
  */
 static __attribute__((noinline, cold)) void note_framing_raw(struct tb_sock *s, int fd,
@@ -366,7 +392,7 @@ static __attribute__((noinline, cold)) void note_framing_raw(struct tb_sock *s, 
 
 	if (was == TB_PROTO_AUTO || was == TB_PROTO_RAW || was == TB_PROTO_SESSION)
 		return;
-	if (atomic_load_explicit(&told, memory_order_relaxed) || atomic_exchange(&told, true))
+	if (!notice_wanted(s, TB_NOTICE_FRAMING_RAW, &told))
 		return;
 	tb_dest_format(&s->dest, dest, sizeof(dest));
 	snprintf(body, sizeof(body), "event=notice what=framing_raw dest=%s fd=%d protocol=%s "
@@ -434,7 +460,8 @@ static unsigned feed(struct tb_sock *s, const struct tb_xfer *x, size_t r)
 	ev = feed_bytes(s, x, r);
 	publish(s);
 	if (TB_UNLIKELY(ev & TB_FRAME_EV_RAW))
-		note_framing_raw(s, x->fd, (enum tb_proto)was, "unframed");
+		note_framing_raw(s, x->fd, (enum tb_proto)was,
+				 x->buf == NULL && x->iov == NULL && r > 0 ? "unseen" : "unframed");
 	fl = 1;
 	if (!atomic_compare_exchange_strong(&s->frame_flag, &fl, 0))
 		abandon(s, x->fd); /* another transfer overlapped this one */

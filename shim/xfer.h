@@ -75,8 +75,9 @@ int tb_xfer_wait(struct tb_xfer *x);
  * Whether a multiplexed wait (poll, select, epoll) for reading governs s, which began
  * generation gen. Not after a TLS connection's answer came back (framing ANSWERED): HTTP
  * inside TLS is invisible, and an idle pooled connection an event loop watches for the
- * server's close looks like a stalled body - timebox stops governing those waits and says
- * so once per process. Blocking reads stay governed.
+ * server's close looks like a stalled body - timebox stops governing those waits, counts
+ * the connection (tls_answered_wait, once per connection) and, at log_level = info only,
+ * says so once per process. Blocking reads stay governed.
  */
 bool tb_xfer_polled_read_governed(struct tb_sock *s, uint32_t gen);
 
