@@ -12,7 +12,8 @@
  * response is complete, so the connection rests: a poll for 700 ms returns 0 (timebox must
  * not cut it after 300 ms). Then a second request whose whole response (headers too) is
  * discarded the same way: natively the count; timebox cannot follow unseen headers, so
- * that connection is no longer framed - and the call still returns the count.
+ * that connection is no longer framed - and the call still returns the count. A peek
+ * (MSG_PEEK|MSG_TRUNC) before the first discard returns the count too and moves nothing.
  *
  * The fix: bytes moved under MSG_TRUNC are unseen by the framing (counted inside a body
  * it is skipping, as sendfile's are; anywhere else framing gives up for that connection).
@@ -138,6 +139,12 @@ int main(int argc, char **argv)
 		r = recv(fd, hdr, sizeof(head) - 1, MSG_WAITALL);
 		TBR_CHECK(r == (ssize_t)sizeof(head) - 1, "%s: header read %zd %s", names[how], r,
 			  strerror(errno));
+		if (how == 0) {
+			/* A peek is never fed (the bytes will be read again): with MSG_TRUNC too. */
+			r = recv(fd, one, BODY, MSG_PEEK | MSG_TRUNC | MSG_WAITALL);
+			TBR_CHECK(r == BODY, "recv(MSG_PEEK|MSG_TRUNC): %zd (%s)", r,
+				  r < 0 ? strerror(errno) : "-");
+		}
 		r = discard(how, fd, one, BODY);
 		TBR_CHECK(r == BODY, "%s: body discarded %zd (%s), natively %d", names[how], r,
 			  r < 0 ? strerror(errno) : "-", BODY);
