@@ -198,29 +198,32 @@ static void table(const struct tb_stats_seg *seg)
 	if (atomic_load(&seg->other_calls) > 0)
 		printf(", %llu calls to destinations past the table",
 		       (unsigned long long)atomic_load(&seg->other_calls));
-	printf("\n%-22s %-16s %6s %7s %5s %4s %7s %7s %6s %s %7s %7s %8s %8s\n", "DEST", "HOST",
+	printf("\n%-22s %-16s %6s %7s %5s %4s %7s %7s %6s %s %7s %7s %8s %8s %s\n", "DEST", "HOST",
 	       "LEASED", "PENDING", "AVAIL", "MAX", "CALLS", "DONE", "REJECT",
-	       "CUTS gate/conn/write/fb/read/dl", "FB_P50", "FB_P99", "CALL_P50", "CALL_P99");
+	       "CUTS gate/conn/write/fb/read/dl", "FB_P50", "FB_P99", "CALL_P50", "CALL_P99",
+	       "NOTICES tls_answered_wait/framing_raw");
 	for (int i = 0; i < n; i++) {
 		const struct tb_stats_row *r = &rows[i];
-		char cuts[160], avail[24];
+		char cuts[160], avail[24], notices[48];
 
 		snprintf(cuts, sizeof(cuts), "%llu/%llu/%llu/%llu/%llu/%llu",
 			 r->cuts[TB_PHASE_GATE], r->cuts[TB_PHASE_CONNECT], r->cuts[TB_PHASE_WRITE],
 			 r->cuts[TB_PHASE_FIRST_BYTE], r->cuts[TB_PHASE_READ],
 			 r->cuts[TB_PHASE_DEADLINE]);
+		snprintf(notices, sizeof(notices), "%llu/%llu",
+			 r->notices[TB_NOTICE_TLS_ANSWERED_WAIT], r->notices[TB_NOTICE_FRAMING_RAW]);
 		if (r->max > 0)
 			snprintf(avail, sizeof(avail), "%ld",
 				 r->max > r->leased ? r->max - r->leased : 0);
 		else
 			snprintf(avail, sizeof(avail), "-");
-		printf("%-22s %-16.16s %6ld %7ld %5s %4ld %7llu %7llu %6llu %-31s %7s %7s %8s %8s\n",
+		printf("%-22s %-16.16s %6ld %7ld %5s %4ld %7llu %7llu %6llu %-31s %7s %7s %8s %8s %s\n",
 		       r->dest, r->host[0] ? r->host : "-", r->leased, r->pending, avail, r->max,
 		       r->calls, r->completed, r->rejects, cuts,
 		       lat(tb_hist_quantile(&r->hist[TB_HIST_FIRST_BYTE], 0.5), a, sizeof(a)),
 		       lat(tb_hist_quantile(&r->hist[TB_HIST_FIRST_BYTE], 0.99), b, sizeof(b)),
 		       lat(tb_hist_quantile(&r->hist[TB_HIST_CALL], 0.5), c, sizeof(c)),
-		       lat(tb_hist_quantile(&r->hist[TB_HIST_CALL], 0.99), d, sizeof(d)));
+		       lat(tb_hist_quantile(&r->hist[TB_HIST_CALL], 0.99), d, sizeof(d)), notices);
 	}
 	fflush(stdout);
 }

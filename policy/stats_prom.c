@@ -38,6 +38,16 @@ static void family(struct tb_textbuf *o, const char *name, const char *type, con
 	tb_textbuf_put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+const char *tb_notice_name(enum tb_notice k)
+{
+	static const char *const names[TB_NOTICE_COUNT] = {
+		[TB_NOTICE_TLS_ANSWERED_WAIT] = "tls_answered_wait",
+		[TB_NOTICE_FRAMING_RAW] = "framing_raw",
+	};
+
+	return (unsigned)k < TB_NOTICE_COUNT ? names[k] : NULL;
+}
+
 int tb_stats_rows(const struct tb_stats_seg *seg, struct tb_stats_row *rows)
 {
 	unsigned nd = atomic_load_explicit(&seg->ndests, memory_order_acquire);
@@ -76,6 +86,8 @@ int tb_stats_rows(const struct tb_stats_seg *seg, struct tb_stats_row *rows)
 		for (int p = 0; p < TB_PHASE_COUNT; p++)
 			if (p != TB_PHASE_GATE)
 				r->cuts[p] += atomic_load_explicit(&d->cuts[p], memory_order_relaxed);
+		for (int k = 0; k < TB_NOTICE_COUNT; k++)
+			r->notices[k] += atomic_load_explicit(&d->notices[k], memory_order_relaxed);
 		for (int k = 0; k < TB_HIST_COUNT; k++) {
 			tb_hist_snapshot(&d->hist[k], &h);
 			tb_hist_merge(&r->hist[k], &h);
@@ -157,6 +169,15 @@ size_t tb_stats_prom(const struct tb_stats_row *rows, int n, int pid, char *buf,
 			labels(&o, &rows[i], pid);
 			tb_textbuf_put(&o, ",phase=\"%s\"} %llu\n", tb_phase_name((enum tb_phase)p),
 			    rows[i].cuts[p]);
+		}
+	family(&o, "timebox_notices_total", "counter",
+	       "Connections on which timebox stopped governing something, by notice kind.");
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < TB_NOTICE_COUNT; k++) {
+			tb_textbuf_put(&o, "timebox_notices_total{");
+			labels(&o, &rows[i], pid);
+			tb_textbuf_put(&o, ",what=\"%s\"} %llu\n", tb_notice_name((enum tb_notice)k),
+			    rows[i].notices[k]);
 		}
 	counter(&o, rows, n, pid, "timebox_gate_rejects_total", "counter",
 		"Connects refused at once by a full gate.", offsetof(struct tb_stats_row, rejects));

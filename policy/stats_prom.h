@@ -17,8 +17,12 @@ struct tb_stats_row {
 	char host[TB_STATS_TEXT];
 	long max, leased, pending;
 	unsigned long long calls, completed, rejects, acquired, cuts[TB_PHASE_COUNT];
+	unsigned long long notices[TB_NOTICE_COUNT];
 	struct tb_hist_snap hist[TB_HIST_COUNT];
 };
+
+/* "tls_answered_wait", "framing_raw": the `what` of the notice's line; NULL out of range. */
+const char *tb_notice_name(enum tb_notice k);
 
 /* Copies the published rows of seg into rows (at most TB_STATS_DESTS), merging rows that
  * name the same destination. Returns how many. */

@@ -10,11 +10,17 @@
 #include "settings.h"
 
 #define TB_STATS_MAGIC UINT64_C(0x3173746174736274) /* "tbstats1", little-endian */
-#define TB_STATS_VERSION 1
+#define TB_STATS_VERSION 2
 #define TB_STATS_DESTS 32 /* destinations with their own row; later ones count as "other" */
 #define TB_STATS_TEXT 64
 
 enum tb_stats_hist { TB_HIST_CONNECT, TB_HIST_FIRST_BYTE, TB_HIST_CALL, TB_HIST_COUNT };
+
+/* The kinds of `event=notice` (docs/observability.md): where timebox chose to stop
+ * governing something on a connection rather than risk cutting a healthy program. Each is
+ * counted per destination; the line itself goes out only at log_level = info, once per
+ * process. Names: tb_notice_name (stats_prom.h). */
+enum tb_notice { TB_NOTICE_TLS_ANSWERED_WAIT, TB_NOTICE_FRAMING_RAW, TB_NOTICE_COUNT };
 
 /*
  * One destination. `state` goes 0 -> 1 (claimed by the writer that fills dest/host/max) ->
@@ -37,6 +43,7 @@ struct tb_stats_dest {
 	_Atomic int64_t leased, pending; /* gauges */
 	_Atomic uint64_t acquired, gate_timed_out;
 	struct tb_hist hist[TB_HIST_COUNT];
+	_Atomic uint64_t notices[TB_NOTICE_COUNT]; /* connections per notice kind */
 };
 
 struct tb_stats_seg {

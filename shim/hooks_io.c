@@ -94,7 +94,7 @@ static ssize_t send_rest(struct tb_xfer *x, int fd, const char *buf, size_t n, i
 
 	if (tb_xfer_wait(x) < 0) {
 		if (done == 0)
-			return -1;
+			return -1; /* tb_xfer_end reports the cut */
 		errno = x->saved_errno; /* the cut is reported by the next call */
 		return (ssize_t)done;
 	}
@@ -183,9 +183,19 @@ TB_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 	return governed_writev(s, fd, iov, n);
 }
 
+/*
+ * The buffer that holds what a receive moved, for the framing: none under MSG_TRUNC. On
+ * TCP the kernel then discards the bytes without copying them and returns how many (a
+ * program skipping a body it does not want), so buf may be far smaller than the count and
+ * holds nothing of them; the framing must not read it (past its end, or stale bytes taken
+ * for the response). Unseen bytes are counted inside a body the framing is skipping, as
+ * sendfile's are; anywhere else framing gives up on that connection (tb_frame_unseen).
+ */
+#define SEEN(flags, buf) ((flags) & MSG_TRUNC ? NULL : (buf))
+
 static TB_SLOW ssize_t governed_recv(struct tb_sock *s, int fd, void *buf, size_t n, int flags)
 {
-	GOVERNED(TB_RD, flags & MSG_DONTWAIT, false, buf, NULL, 0, flags & MSG_PEEK, tb_real.recv(fd, buf, n, flags));
+	GOVERNED(TB_RD, flags & MSG_DONTWAIT, false, SEEN(flags, buf), NULL, 0, flags & MSG_PEEK, tb_real.recv(fd, buf, n, flags));
 }
 
 TB_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
@@ -222,7 +232,7 @@ TB_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 
 static TB_SLOW ssize_t governed_recvfrom(struct tb_sock *s, int fd, void *buf, size_t n, int flags, struct sockaddr *addr, socklen_t *alen)
 {
-	GOVERNED(TB_RD, flags & MSG_DONTWAIT, false, buf, NULL, 0, flags & MSG_PEEK, tb_real.recvfrom(fd, buf, n, flags, addr, alen));
+	GOVERNED(TB_RD, flags & MSG_DONTWAIT, false, SEEN(flags, buf), NULL, 0, flags & MSG_PEEK, tb_real.recvfrom(fd, buf, n, flags, addr, alen));
 }
 
 TB_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *addr, socklen_t *alen)
@@ -258,7 +268,7 @@ TB_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const str
 
 static TB_SLOW ssize_t governed_recvmsg(struct tb_sock *s, int fd, struct msghdr *msg, int flags)
 {
-	GOVERNED(TB_RD, flags & MSG_DONTWAIT, false, NULL, msg != NULL ? msg->msg_iov : NULL, msg != NULL ? msg->msg_iovlen : 0, flags & MSG_PEEK, tb_real.recvmsg(fd, msg, flags));
+	GOVERNED(TB_RD, flags & MSG_DONTWAIT, false, NULL, msg != NULL && !(flags & MSG_TRUNC) ? msg->msg_iov : NULL, msg != NULL ? msg->msg_iovlen : 0, flags & MSG_PEEK, tb_real.recvmsg(fd, msg, flags));
 }
 
 TB_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)

@@ -85,13 +85,13 @@ static TB_SLOW char *governed_fgets(struct tb_sock *s, char *buf, int n, FILE *f
 	got = tb_stdio_take(s, f, buf, max, '\n', &end);
 	if (got == 0 || end == TB_TAKE_CUT || ((f->_flags & _IO_ERR_SEEN) && errno != EAGAIN))
 		r = NULL;
+	else if (chk && got >= size)
+		__chk_fail(); /* before the NUL, which would land past the buffer (as glibc) */
 	else
 		buf[got] = '\0';
 	f->_flags |= old_error;
 	if (locked)
 		funlockfile(f);
-	if (r != NULL && chk && got >= size)
-		__chk_fail();
 	if (r != NULL)
 		errno = saved;
 	return r;
@@ -201,17 +201,42 @@ TB_EXPORT size_t __fread_unlocked_chk(void *p, size_t buflen, size_t size, size_
 	return governed_fread(s, p, size, n, f, false);
 }
 
-/* One byte: a wait only when the buffer is empty. */
+/* One byte: a wait only when the buffer is empty; the refill's bytes go to the framing
+ * (tb_stdio_refilled: the caller holds the FILE's lock, or is its only user). */
 #define GOVERNED_GETC(call)                                                                 \
 	do {                                                                                \
+		struct tb_stdio w_;                                                         \
+		int c_;                                                                     \
 		if (tb_stdio_avail(f) > 0)                                                  \
 			return (call);                                                      \
-		GOVERNED(int, TB_RD, call, r_ != EOF, EOF, EOF);                            \
+		if (tb_stdio_begin(&w_, s, f, TB_RD) < 0)                                   \
+			return EOF;                                                         \
+		c_ = (call);                                                                \
+		if (c_ != EOF)                                                              \
+			tb_stdio_refilled(&w_, f);                                          \
+		return tb_stdio_end(&w_, f, c_ != EOF) ? EOF : c_;                          \
 	} while (0)
 
+static int governed_fgetc_unlocked_body(struct tb_sock *s, FILE *f)
+{
+	GOVERNED_GETC(tb_real.fgetc_unlocked(f));
+}
+
+static TB_SLOW int governed_fgetc_unlocked(struct tb_sock *s, FILE *f)
+{
+	return governed_fgetc_unlocked_body(s, f);
+}
+
+/* fgetc takes the FILE's lock itself: held across it (recursive), so that the buffer the
+ * refill left is still that refill's when it is looked at. */
 static TB_SLOW int governed_fgetc(struct tb_sock *s, FILE *f)
 {
-	GOVERNED_GETC(tb_real.fgetc(f));
+	int c;
+
+	flockfile(f);
+	c = governed_fgetc_unlocked_body(s, f);
+	funlockfile(f);
+	return c;
 }
 
 /* getc and _IO_getc are fgetc under other names (one address in glibc). */
@@ -233,11 +258,6 @@ TB_EXPORT int getc(FILE *f)
 TB_EXPORT int _IO_getc(FILE *f)
 {
 	return fgetc(f);
-}
-
-static TB_SLOW int governed_fgetc_unlocked(struct tb_sock *s, FILE *f)
-{
-	GOVERNED_GETC(tb_real.fgetc_unlocked(f));
 }
 
 TB_EXPORT int fgetc_unlocked(FILE *f)

@@ -111,6 +111,8 @@ struct tb_log_note {
 #define TB_FS_STATE 0x7u
 #define TB_FS_BEGUN 0x10u  /* AWAITING and tb_frame_answer_begun: `read`, not `first_byte` */
 #define TB_FS_STARTS 0x20u /* tb_frame_send_starts_call: the next send begins a new call */
+#define TB_FS_NOTED 0x40u  /* xfer.c: the connection's tls_answered_wait notice was counted
+			    * (set by any thread, kept by each publish) */
 
 struct tb_sock {
 	atomic_uint state;

@@ -503,6 +503,15 @@ void tb_stats_received(struct tb_sock *s, ssize_t r)
 	}
 }
 
+void tb_stats_notice(struct tb_sock *s, enum tb_notice k)
+{
+	struct call *c = call_of(s);
+	struct tb_stats_dest *r = c != NULL ? row_at(c) : NULL;
+
+	if (r != NULL && (unsigned)k < TB_NOTICE_COUNT)
+		ADD(r->notices[k]);
+}
+
 static int64_t ms_or_none(int64_t from, int64_t to)
 {
 	return from > 0 && to >= from ? (to - from) / TB_NS_PER_MS : -1;

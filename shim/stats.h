@@ -10,6 +10,7 @@
 #include "settings.h"
 #include "log.h"
 #include "sock.h"
+#include "stats_seg.h"
 
 /*
  * The hooks' side. Each is one call at its site, lock-free, no allocation and no system call
@@ -37,6 +38,10 @@ void tb_stats_received(struct tb_sock *s, ssize_t r);
 /* The watchdog (or a hook) cut s in `phase`: counts it, and keeps the call's timers for the
  * log line the cutter writes next (tb_stats_take_timers). */
 void tb_stats_cut(struct tb_sock *s, enum tb_phase phase);
+
+/* Something on s stopped being governed (an `event=notice` of kind k, stats_seg.h): counts
+ * it for s's destination, whatever the log level. Lock-free, no system call. */
+void tb_stats_notice(struct tb_sock *s, enum tb_notice k);
 
 /* A call's timers as the log shows them, in ms; -1 for a phase not reached. */
 

@@ -65,6 +65,8 @@ int tb_stdio_begin(struct tb_stdio *w, struct tb_sock *s, FILE *f, enum tb_side 
 {
 	w->flags = f->_flags;
 	w->pipe_blocked = false;
+	w->refill = side == TB_RD && tb_stdio_avail(f) == 0 && !(f->_flags & TB_IO_IN_BACKUP);
+	w->moved = 0;
 	if (tb_xfer_begin(&w->x, s, f->_fileno, side, false) == 0) {
 		if (side == TB_WR)
 			block_sigpipe(w);
@@ -80,7 +82,7 @@ bool tb_stdio_end(struct tb_stdio *w, FILE *f, bool ok)
 	int now = f->_flags;
 	bool eof = (now & _IO_EOF_SEEN) && !(w->flags & _IO_EOF_SEEN);
 	bool err = (now & _IO_ERR_SEEN) && !(w->flags & _IO_ERR_SEEN);
-	ssize_t r = ok && !eof && !err ? 1 : err ? -1 : 0;
+	ssize_t r = ok && !eof && !err ? (w->moved > 0 ? (ssize_t)w->moved : 1) : err ? -1 : 0;
 	uint32_t word;
 
 	bool cut;
@@ -99,9 +101,16 @@ bool tb_stdio_end(struct tb_stdio *w, FILE *f, bool ok)
 	return true;
 }
 
-/* glibc's internal libio.h flags (see stdio_wait.h for why they are stable). */
-#define TB_IO_IN_BACKUP 0x0100         /* reading the ungetc area, not the buffer */
-#define TB_IO_CURRENTLY_PUTTING 0x0800 /* the buffer holds unwritten output */
+void tb_stdio_refilled(struct tb_stdio *w, const FILE *f)
+{
+	/* glibc's _IO_file_underflow reads into _IO_buf_base and sets read_base there, read_end
+	 * after the count; __uflow then returns *read_ptr++. */
+	if (!w->refill || f->_IO_read_base != f->_IO_buf_base ||
+	    f->_IO_read_ptr != f->_IO_read_base + 1 || f->_IO_read_end <= f->_IO_read_base)
+		return;
+	tb_xfer_data(&w->x, f->_IO_read_base, NULL, 0);
+	w->moved = (size_t)(f->_IO_read_end - f->_IO_read_base);
+}
 
 /* One underflow as one wait. Returns the byte or EOF; *cut when the socket was cut. */
 static int pull(struct tb_sock *s, FILE *f, bool *cut)
@@ -114,6 +123,8 @@ static int pull(struct tb_sock *s, FILE *f, bool *cut)
 		return EOF;
 	}
 	c = tb_real.__uflow(f);
+	if (c != EOF)
+		tb_stdio_refilled(&w, f);
 	*cut = tb_stdio_end(&w, f, c != EOF);
 	return c;
 }

@@ -13,19 +13,23 @@
 
 /*
  * glibc's FILE layout (bits/types/struct_FILE.h, public since glibc 2.28 for the getc and
- * putc macros) gives the buffer pointers and _fileno; the two buffering flags below come
+ * putc macros) gives the buffer pointers and _fileno; the flags below come
  * from glibc's internal libio.h, unchanged since libio began (GLIBC_2.0 ABI: FILE is
- * embedded in programs, so its flags cannot move). No public function reads either cheaply:
+ * embedded in programs, so its flags cannot move). No public function reads these cheaply:
  * __fbufsize/__flbf take the FILE lock, and __freadahead is gnulib's, not glibc's.
  */
 #define TB_IO_UNBUFFERED 0x0002
 #define TB_IO_LINE_BUF 0x0200
+#define TB_IO_IN_BACKUP 0x0100         /* reading the ungetc area, not the buffer */
+#define TB_IO_CURRENTLY_PUTTING 0x0800 /* the buffer holds unwritten output */
 
 struct tb_stdio {
 	struct tb_xfer x;
 	int flags; /* the FILE's _flags before the call: which EOF/error flags are new */
 	bool pipe_blocked;  /* write side: SIGPIPE blocked for the call (see tb_stdio_begin) */
 	bool pipe_pending;  /* ... and it was pending already before */
+	bool refill;        /* read side: the buffer was empty, not the ungetc area */
+	size_t moved;       /* bytes the call is known to have read into the buffer (0: unknown) */
 	sigset_t old_mask;
 };
 
@@ -66,6 +70,17 @@ static inline bool tb_stdio_may_flush(const FILE *f, size_t n)
  * through, as the kernel would have. Two or three system calls per write that may flush.
  */
 int tb_stdio_begin(struct tb_stdio *w, struct tb_sock *s, FILE *f, enum tb_side side);
+
+/*
+ * After a call that takes one byte and returned it (__uflow, fgetc), before tb_stdio_end:
+ * when the buffer was empty at tb_stdio_begin, glibc refilled it with one read of its own
+ * - the bytes between _IO_read_base and _IO_read_end, the first just returned - and these
+ * are the bytes the framing is told (tb_xfer_data), not "unseen": a response read through
+ * a FILE is framed as a read() of it would be. Anything else (the ungetc area, a buffer
+ * that does not look freshly filled) stays unseen. The caller holds the FILE's lock or is
+ * its only user (the _unlocked calls' contract).
+ */
+void tb_stdio_refilled(struct tb_stdio *w, const FILE *f);
 
 /*
  * After the call. `ok`: it returned everything it was asked for (a line, all items, no

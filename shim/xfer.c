@@ -10,6 +10,7 @@
 
 #include "budget.h"
 #include "clock.h"
+#include "configure.h"
 #include "fdtable.h"
 #include "hooks.h"
 #include "log.h"
@@ -72,11 +73,34 @@ static int refuse(struct tb_sock *s, int fd, int step, int64_t now)
 	return deliver(s, false);
 }
 
+/*
+ * A notice (`event=notice`) is a limitation, not a fault: the program is healthy and
+ * timebox chose to stop governing something on one of its connections. DESIGN's rule is
+ * that nothing is printed unless something expires or is misconfigured (cron mails
+ * stderr, scripts parse it), so the kind is counted for the destination every time
+ * (`timebox stats`, timebox_notices_total) and the line goes out only at log_level = info,
+ * once per process per kind (`told`). log_level is the process's (a rule cannot set it):
+ * read from the defaults, as the exit summary's is. True when the caller is to write the
+ * line.
+ */
+static bool notice_wanted(struct tb_sock *s, enum tb_notice k, atomic_bool *told)
+{
+	tb_stats_notice(s, k);
+	if (tb_default_settings.log_level != TB_LOG_LEVEL_INFO)
+		return false;
+	return !atomic_load_explicit(told, memory_order_relaxed) && !atomic_exchange(told, true);
+}
+
 static __attribute__((noinline, cold)) void note_tls_answered(struct tb_sock *s, uint32_t gen)
 {
+	static atomic_bool told;
 	char dest[TB_DEST_STRLEN], body[512];
 
-	if (!tb_sock_enter(s, gen))
+	/* Counted once per connection: the bit stays through later publishes (publish). */
+	if (atomic_fetch_or_explicit(&s->frame_state, TB_FS_NOTED, memory_order_relaxed) &
+	    TB_FS_NOTED)
+		return;
+	if (!notice_wanted(s, TB_NOTICE_TLS_ANSWERED_WAIT, &told) || !tb_sock_enter(s, gen))
 		return;
 	tb_dest_format(&s->dest, dest, sizeof(dest));
 	tb_sock_leave(s);
@@ -89,12 +113,11 @@ static __attribute__((noinline, cold)) void note_tls_answered(struct tb_sock *s,
 
 bool tb_xfer_polled_read_governed(struct tb_sock *s, uint32_t gen)
 {
-	static atomic_bool told;
 	unsigned fs = atomic_load_explicit(&s->frame_state, memory_order_relaxed);
 
 	if (TB_LIKELY((fs & TB_FS_STATE) != TB_FRAME_ANSWERED))
 		return true;
-	if (!atomic_load_explicit(&told, memory_order_relaxed) && !atomic_exchange(&told, true))
+	if (!(fs & TB_FS_NOTED))
 		note_tls_answered(s, gen);
 	return false;
 }
@@ -216,11 +239,14 @@ static inline __attribute__((always_inline)) int step_call(struct tb_sock *s,
 	return step_unframed(s, set, now);
 }
 
-/* The wait begins after its expiry: fail at once, unless the data is already here. */
+/* The wait begins after its expiry: fail at once, unless the data is already here.
+ * `report`: tell the thread now (tb_xfer_timed_out); otherwise -1 with errno untouched,
+ * and the expiry is reported by whoever reports it next - with on_timeout=eagain only the
+ * first report says EAGAIN, and it must be the one the program sees. */
 static __attribute__((noinline, cold)) int wait_past_expiry(struct tb_xfer *x,
 							     struct tb_sock *s, int fd,
 							     enum tb_side side, int64_t now,
-							     struct tb_expiry e)
+							     struct tb_expiry e, bool report)
 {
 	int64_t unused;
 
@@ -230,7 +256,7 @@ static __attribute__((noinline, cold)) int wait_past_expiry(struct tb_xfer *x,
 		return 0;
 	}
 	tb_sock_expire(s, x->gen, side, e.phase, fd, true, now, &unused);
-	return tb_xfer_timed_out(s);
+	return report ? tb_xfer_timed_out(s) : -1;
 }
 
 /* The blocking part of a begin: the thread's wait record, the socket's wait, the watchdog;
@@ -238,7 +264,8 @@ static __attribute__((noinline, cold)) int wait_past_expiry(struct tb_xfer *x,
  * is that of the function the begin is inlined into - the hook's governed body (LTO) or
  * tb_xfer_begin, tb_xfer_wait - below the exported hook (waits.h). */
 static inline __attribute__((always_inline)) int
-begin_wait(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side side, int64_t now)
+begin_wait(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side side, int64_t now,
+	   bool report)
 {
 	uintptr_t sp;
 	struct tb_expiry e;
@@ -252,7 +279,7 @@ begin_wait(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side side, int6
 		x->waited = true;
 		return 0;
 	}
-	return wait_past_expiry(x, s, fd, side, now, e);
+	return wait_past_expiry(x, s, fd, side, now, e, report);
 }
 
 /* An EXPIRED slot may be stale: the program closed the fd where we could not see it and
@@ -312,7 +339,7 @@ __attribute__((always_inline)) inline int tb_xfer_begin(struct tb_xfer *x, struc
 	}
 	if (!blocking)
 		return 0;
-	return begin_wait(x, s, fd, side, now);
+	return begin_wait(x, s, fd, side, now, true);
 }
 
 int tb_xfer_wait(struct tb_xfer *x)
@@ -325,7 +352,9 @@ int tb_xfer_wait(struct tb_xfer *x)
 		x->s = NULL; /* closed under us: the rest is the program's own call */
 		return 0;
 	}
-	return begin_wait(x, s, x->fd, x->side, tb_now());
+	/* Not reported here: the send may return the bytes it already moved, and the next
+	 * call reports the cut; or it returns -1 and tb_xfer_end reports it, once. */
+	return begin_wait(x, s, x->fd, x->side, tb_now(), false);
 }
 
 
@@ -340,16 +369,19 @@ static unsigned publish(struct tb_sock *s)
 		fs |= TB_FS_BEGUN;
 	if (fs >= TB_FRAME_RESTING && tb_frame_send_starts_call(f))
 		fs |= TB_FS_STARTS;
+	fs |= atomic_load_explicit(&s->frame_state, memory_order_relaxed) & TB_FS_NOTED;
 	atomic_store_explicit(&s->frame_state, (unsigned char)fs, memory_order_relaxed);
 	return fs;
 }
 
 /*
- * Says, once per process, that framing stopped following a connection whose protocol it
+ * Tells that framing stopped following a connection whose protocol it
  * had recognised (`was`): from here on the system-call rules tell its calls apart, and an
  * idle pooled connection of it may be cut as raw ones may (docs/limitations.md). `why`:
- * "unframed" (bytes it cannot follow: malformed, or past its bounds) or "overlap" (two
- * transfers at once, whose order it cannot know). A connection that never looked like a
+ * "unframed" (bytes it cannot follow: malformed, or past its bounds), "unseen" (bytes moved
+ * where no hook could see them outside a body it was skipping: MSG_TRUNC, stdio's own
+ * writes) or "overlap" (two transfers at once, whose order it cannot know). Counted per
+ * connection, written only at log_level = info (notice_wanted). A connection that never looked like a
  * known protocol is raw from its first bytes and is not worth a line. Inside a section.
  */
 static __attribute__((noinline, cold)) void note_framing_raw(struct tb_sock *s, int fd,
@@ -360,7 +392,7 @@ static __attribute__((noinline, cold)) void note_framing_raw(struct tb_sock *s, 
 
 	if (was == TB_PROTO_AUTO || was == TB_PROTO_RAW || was == TB_PROTO_SESSION)
 		return;
-	if (atomic_load_explicit(&told, memory_order_relaxed) || atomic_exchange(&told, true))
+	if (!notice_wanted(s, TB_NOTICE_FRAMING_RAW, &told))
 		return;
 	tb_dest_format(&s->dest, dest, sizeof(dest));
 	snprintf(body, sizeof(body), "event=notice what=framing_raw dest=%s fd=%d protocol=%s "
@@ -428,7 +460,8 @@ static unsigned feed(struct tb_sock *s, const struct tb_xfer *x, size_t r)
 	ev = feed_bytes(s, x, r);
 	publish(s);
 	if (TB_UNLIKELY(ev & TB_FRAME_EV_RAW))
-		note_framing_raw(s, x->fd, (enum tb_proto)was, "unframed");
+		note_framing_raw(s, x->fd, (enum tb_proto)was,
+				 x->buf == NULL && x->iov == NULL && r > 0 ? "unseen" : "unframed");
 	fl = 1;
 	if (!atomic_compare_exchange_strong(&s->frame_flag, &fl, 0))
 		abandon(s, x->fd); /* another transfer overlapped this one */

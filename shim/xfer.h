@@ -65,7 +65,9 @@ ssize_t tb_xfer_end(struct tb_xfer *x, ssize_t r);
  * program's blocking call must: the rest blocks, as the program asked, under a wait that
  * begins now. 0: go on (make the blocking call for the rest; x->s may have become NULL:
  * the socket was closed meanwhile, the call is the program's own). -1: the wait expired
- * as it began (the socket is cut; errno set).
+ * as it began: the socket is cut, and the expiry is not reported yet (errno untouched):
+ * tb_xfer_end of a call that moved nothing reports it, or the next call on the socket
+ * does - so that under on_timeout=eagain the program's first report is EAGAIN.
  */
 int tb_xfer_wait(struct tb_xfer *x);
 
@@ -73,8 +75,9 @@ int tb_xfer_wait(struct tb_xfer *x);
  * Whether a multiplexed wait (poll, select, epoll) for reading governs s, which began
  * generation gen. Not after a TLS connection's answer came back (framing ANSWERED): HTTP
  * inside TLS is invisible, and an idle pooled connection an event loop watches for the
- * server's close looks like a stalled body - timebox stops governing those waits and says
- * so once per process. Blocking reads stay governed.
+ * server's close looks like a stalled body - timebox stops governing those waits, counts
+ * the connection (tls_answered_wait, once per connection) and, at log_level = info only,
+ * says so once per process. Blocking reads stay governed.
  */
 bool tb_xfer_polled_read_governed(struct tb_sock *s, uint32_t gen);
 

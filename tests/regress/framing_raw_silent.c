@@ -7,7 +7,7 @@
  * said so. An operator then saw an idle pooled connection cut by read_timeout, or a
  * multi-turn exchange restart its deadline, with no hint that timebox had stopped seeing
  * where its calls begin and end. docs/design.md promised "log it once".
- * The sequence, with TIMEBOX_READ_TIMEOUT=2s and a log file: a connection whose first
+ * The sequence, with TIMEBOX_READ_TIMEOUT=2s, log_level = info and a log file: a connection whose first
  * bytes look like no known protocol ("HELO x") -> raw from the start, no line; then two
  * HTTP/1.1 exchanges each answered with two Content-Length headers -> exactly one line,
  * `event=notice what=framing_raw`, naming the first of them and protocol=http. Every
@@ -102,7 +102,8 @@ int main(int argc, char **argv)
 	(void)argc;
 	/* exec keeps the pid: the re-executed program finds its log by it */
 	snprintf(log_kv, sizeof(log_kv), "TIMEBOX_LOG=/tmp/tbr-framing-raw-%d.log", (int)getpid());
-	tbr_preload_self(argv, "TIMEBOX_READ_TIMEOUT=2s", log_kv, NULL);
+	/* Notices go out at log_level = info only (regress/notices_quiet). */
+	tbr_preload_self(argv, "TIMEBOX_READ_TIMEOUT=2s", "TIMEBOX_LOG_LEVEL=info", log_kv, NULL);
 	path = log_kv + strlen("TIMEBOX_LOG=");
 	lfd = tbr_listen(&port);
 	TBR_CHECK(pthread_create(&t, NULL, server, NULL) == 0, "pthread_create");

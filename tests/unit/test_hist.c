@@ -154,6 +154,7 @@ static void fill(int i, const char *dest, uint64_t calls, int64_t fb_ms)
 	atomic_store(&d->calls, calls);
 	atomic_store(&d->completed, calls - 1);
 	atomic_store(&d->cuts[TB_PHASE_READ], 1);
+	atomic_store(&d->notices[TB_NOTICE_FRAMING_RAW], 1);
 	atomic_store(&d->leased, 3);
 	atomic_store(&d->pending, 2);
 	d->max = 5;
@@ -178,6 +179,8 @@ static void test_rows_merge_one_destination(void **state)
 	assert_int_equal(rows[0].calls, 16);
 	assert_int_equal(rows[0].completed, 14);
 	assert_int_equal(rows[0].cuts[TB_PHASE_READ], 2);
+	assert_int_equal(rows[0].notices[TB_NOTICE_FRAMING_RAW], 2);
+	assert_int_equal(rows[0].notices[TB_NOTICE_TLS_ANSWERED_WAIT], 0);
 	assert_int_equal(rows[0].leased, 3); /* gauges: the first row's, not a sum */
 	assert_int_equal(rows[0].hist[TB_HIST_FIRST_BYTE].count, 2);
 	assert_true(tb_hist_quantile(&rows[0].hist[TB_HIST_FIRST_BYTE], 1.0) >= 500000);
@@ -202,6 +205,10 @@ static void test_prom_text(void **state)
 				    "timebox_calls_total{dest=\"10.0.0.1:80\",host=\"a\\\"b\","
 				    "pid=\"42\"} 10\n"));
 	assert_non_null(strstr(buf, ",phase=\"read\"} 1\n"));
+	assert_non_null(strstr(buf, "# TYPE timebox_notices_total counter\n"));
+	assert_non_null(strstr(buf, "timebox_notices_total{dest=\"10.0.0.1:80\",host=\"a\\\"b\","
+				    "pid=\"42\",what=\"framing_raw\"} 1\n"));
+	assert_non_null(strstr(buf, ",what=\"tls_answered_wait\"} 0\n"));
 	assert_non_null(strstr(buf, "timebox_gate_pending{dest=\"10.0.0.1:80\",host=\"a\\\"b\","
 				    "pid=\"42\"} 2\n"));
 	/* 5 ms lies above the 4.096 ms edge and below the 8.192 ms one */
