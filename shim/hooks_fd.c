@@ -1,6 +1,6 @@
 /* hooks_fd.c - fd lifetime: close, close_range, closefrom, dup*, fcntl (F_DUPFD*, F_SETFL),
- * ioctl (FIONBIO) and fclose. Keeps the fd table exact so a slot never outlives its socket,
- * and keeps the program from closing timebox's own fds.
+ * ioctl (FIONBIO), fclose and freopen. Keeps the fd table exact so a slot never outlives its
+ * socket, and keeps the program from closing timebox's own fds.
  *
  * Every path that changes the table first asks tb_foreign_process(): a vfork child (CPython's
  * subprocess closes every fd >= 3 with close_range between vfork and exec; posix_spawn and
@@ -392,4 +392,39 @@ TB_EXPORT int fclose(FILE *f)
 	r = tb_real.fclose(f);
 	drop(s);
 	return r;
+}
+
+/*
+ * freopen closes the stream's fd and puts the new file on its number with glibc's own dup3,
+ * out of our sight. A governed socket under the stream is untracked first, as in fclose. A
+ * stream that is now on fd 2 is the program's own choice of stderr: a daemon's
+ * freopen(log, "a", stderr) gets timebox's lines there, as after its own dup2
+ * (regress/log_stderr_freopen); a data file that merely landed on fd 2 does not.
+ */
+static FILE *reopen(FILE *(*real)(const char *, const char *, FILE *), const char *path,
+		    const char *mode, FILE *f)
+{
+	int fd = f != NULL ? fileno(f) : -1;
+	struct tb_sock *s = NULL;
+	FILE *r;
+
+	if (fd >= 0 && TB_UNLIKELY(tb_fd_sock(fd) != NULL) && !tb_foreign_process()) {
+		s = detach(fd);
+		quiesce(s);
+	}
+	r = real(path, mode, f);
+	drop(s);
+	if (r != NULL && fileno(r) == 2 && !tb_foreign_process())
+		tb_log_stderr_replaced();
+	return r;
+}
+
+TB_EXPORT FILE *freopen(const char *path, const char *mode, FILE *f)
+{
+	return reopen(tb_real.freopen, path, mode, f);
+}
+
+TB_EXPORT FILE *freopen64(const char *path, const char *mode, FILE *f)
+{
+	return reopen(tb_real.freopen64, path, mode, f);
 }

@@ -129,6 +129,11 @@ ENTRY(int, dup2, (int a, int b), (a, b), syscall(SYS_dup2, a, b))
 ENTRY(int, dup3, (int a, int b, int f), (a, b, f), syscall(SYS_dup3, a, b, f))
 /* No system call closes a FILE: until bound, fclose fails and the FILE stays open. */
 ENTRY(int, fclose, (FILE *f), (f), ((void)f, errno = ENOSYS, EOF))
+/* Nor reopens one: until bound, freopen fails and the stream is left as it was. */
+ENTRY(FILE *, freopen, (const char *p, const char *m, FILE *f), (p, m, f),
+      ((void)p, (void)m, (void)f, errno = ENOSYS, (FILE *)NULL))
+ENTRY(FILE *, freopen64, (const char *p, const char *m, FILE *f), (p, m, f),
+      ((void)p, (void)m, (void)f, errno = ENOSYS, (FILE *)NULL))
 ENTRY(void *, dlopen, (const char *file, int flags), (file, flags),
       ((void)file, (void)flags, NULL))
 ENTRY(int, epoll_create, (int size), (size), sys_epoll_create(size))
@@ -228,7 +233,8 @@ struct tb_real tb_real = {
 	.accept = boot_accept, .accept4 = boot_accept4, .getsockopt = boot_getsockopt,
 	.close = boot_close, .close_range = boot_close_range, .dup = boot_dup,
 	.dup2 = boot_dup2, .dup3 = boot_dup3, .fcntl = boot_fcntl, .fcntl64 = boot_fcntl64,
-	.ioctl = boot_ioctl, .fclose = boot_fclose, .dlopen = boot_dlopen,
+	.ioctl = boot_ioctl, .fclose = boot_fclose, .freopen = boot_freopen,
+	.freopen64 = boot_freopen64, .dlopen = boot_dlopen,
 	.fgets = boot_fgets, .fgets_unlocked = boot_fgets_unlocked,
 	.__fgets_chk = boot___fgets_chk, .__fgets_unlocked_chk = boot___fgets_unlocked_chk,
 	.fread = boot_fread, .fread_unlocked = boot_fread_unlocked,
@@ -400,6 +406,8 @@ static TB_BINDER void bind_all(void)
 	BIND(fcntl64);
 	BIND(ioctl);
 	BIND(fclose);
+	BIND(freopen);
+	BIND(freopen64);
 	BIND(dlopen);
 	bind_stdio();
 	BIND(epoll_create);

@@ -52,6 +52,8 @@ struct tb_real {
 	int (*fcntl64)(int, int, ...);
 	int (*ioctl)(int, unsigned long, ...);
 	int (*fclose)(FILE *);
+	FILE *(*freopen)(const char *, const char *, FILE *);
+	FILE *(*freopen64)(const char *, const char *, FILE *);
 	void *(*dlopen)(const char *, int);
 	/* stdio (hooks_stdio.c): glibc's own read and write of a FILE are out of our sight */
 	char *(*fgets)(char *, int, FILE *);
