@@ -1,8 +1,11 @@
 /* hooks_jump.c - longjmp, _longjmp, siglongjmp, __longjmp_chk: a signal handler that jumps
  * out of a governed wait (the alarm() timeout idiom) ends the waits its thread recorded. */
 #include <dlfcn.h>
+#include <link.h>
 #include <setjmp.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "hooks.h"
@@ -26,15 +29,45 @@ static const char *const jump_names[J_N] = { "longjmp", "_longjmp", "siglongjmp"
 					     "__longjmp_chk" };
 static _Atomic(jump_fn) jumps[J_N];
 
-/* The next definition of name after timebox, or NULL (none, or timebox itself: loaded
- * twice, forwarding there would recurse). */
+/* timebox's own address range, [lo, hi) of its loaded segments: a symbol scan by dladdr of
+ * each name's libc address would cost tens of thousands of instructions at every start. */
+struct range {
+	uintptr_t lo, hi;
+};
+static struct range self;
+
+static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct range seen = { UINTPTR_MAX, 0 };
+	uintptr_t here = (uintptr_t)&self;
+	bool ours = false;
+
+	(void)size;
+	(void)arg;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+
+		if (ph->p_type != PT_LOAD)
+			continue;
+		seen.lo = lo < seen.lo ? lo : seen.lo;
+		seen.hi = hi > seen.hi ? hi : seen.hi;
+		ours |= here >= lo && here < hi;
+	}
+	if (ours)
+		self = seen;
+	return ours;
+}
+
+/* The next definition of name after timebox, or NULL (none, or timebox itself: forwarding
+ * there would recurse). */
 static jump_fn lookup(const char *name)
 {
 	void *p = dlsym(RTLD_NEXT, name);
-	Dl_info where, here;
 
-	if (p != NULL && dladdr(p, &where) != 0 && dladdr((void *)&jumps, &here) != 0 &&
-	    where.dli_fbase == here.dli_fbase)
+	if (self.hi == 0)
+		dl_iterate_phdr(find_self, NULL);
+	if ((uintptr_t)p >= self.lo && (uintptr_t)p < self.hi)
 		p = NULL;
 	return (jump_fn)p;
 }
