@@ -26,17 +26,30 @@ CALLS = 40
 
 
 def per_request(port, n):
-    """n requests, each on a connection of its own closed after its response; then says
-    "done" and waits for stdin to close (so that its statistics can be read)."""
-    for _ in range(n):
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        conn.request("GET", "/delay?ms=5")
-        resp = conn.getresponse()
-        resp.read()
-        assert resp.status == 200, resp.status
-        conn.close()
-    print("done", flush=True)
+    """Requests, each on a connection of its own closed after its response, until stdin
+    closes; says "going" after the first n (so that the statistics can be read, and the
+    rate measured, while it goes on)."""
+    import threading
+    stop = threading.Event()
+
+    def loop():
+        done = 0
+        while not stop.is_set():
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            conn.request("GET", "/delay?ms=5")
+            resp = conn.getresponse()
+            resp.read()
+            assert resp.status == 200, resp.status
+            conn.close()
+            done += 1
+            if done == n:
+                print("going", flush=True)
+
+    t = threading.Thread(target=loop)
+    t.start()
     sys.stdin.read()
+    stop.set()
+    t.join()
 
 
 def timebox(*args):
@@ -62,14 +75,16 @@ def test_python_connection_per_request_counted_done():
                              env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         try:
-            assert p.stdout.readline().strip() == "done", p.stderr.read()
+            assert p.stdout.readline().strip() == "going", p.stderr.read()
             st = timebox("stats", p.pid)
             print(st.stdout)
             assert st.returncode == 0, st
             r = row_of(st.stdout, srv.port)
-            assert (r["CALLS"], r["DONE"]) == (str(CALLS), str(CALLS)), r
+            # One row is one snapshot: at most the call under way is not done yet.
+            assert int(r["DONE"]) >= CALLS, r
+            assert int(r["CALLS"]) - int(r["DONE"]) in (0, 1), r
             assert r["CALL_P50"] != "-" and r["CALL_P99"] != "-", r
-            sug = timebox("suggest", p.pid)
+            sug = timebox("suggest", p.pid, "--qps-window", "1s")
             print(sug.stdout)
             assert sug.returncode == 0, sug
             assert "max_conns = " in sug.stdout, sug.stdout
