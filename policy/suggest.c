@@ -230,8 +230,16 @@ static void choose_gate(const struct tb_suggest_in *in, struct tb_suggestion *s)
 		    "base): read it over --qps-window, or size it by QPS x p99 x 1.5 yourself");
 		return;
 	}
-	if (in->qps == 0 || s->call_p99 <= 0) {
-		say(s->why_max_conns, "no call was measured in the rate window");
+	if (in->qps == 0) {
+		say(s->why_max_conns, "no call began in the rate window");
+		return;
+	}
+	if (s->call_p99 <= 0) {
+		/* Calls began, but none was seen to end: a call ends when the next request
+		 * follows its response, at EOF, or when the program closes it after a response. */
+		say(s->why_max_conns, "%.1f calls/s began, but none was seen to end with its "
+		    "response (every one was cut or closed before its answer was complete), so "
+		    "no call's duration is known", in->qps);
 		return;
 	}
 	s->little = in->qps * (double)s->call_p99 / 1e9;

@@ -220,6 +220,9 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len, ui
 	tb_stats_call_begin(s, start);
 	/* Now rather than at the first wait, which may come inside a signal handler. */
 	tb_wd_start();
+	/* The statistics segment and timebox's threads are started by a process's first
+	 * connect: the handshake's clock starts after them (regress/first_connect_startup). */
+	tb_sock_connect_begins(s, tb_now());
 	return connect_marked(s, fd, sa, len, saved, sp);
 }
 

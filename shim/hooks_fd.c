@@ -21,6 +21,7 @@
 #include "log.h"
 #include "real.h"
 #include "sock.h"
+#include "stats.h"
 #include "thread.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -36,8 +37,10 @@ static struct tb_sock *detach(int fd)
 {
 	struct tb_sock *s = tb_fd_take(fd);
 
-	if (s != NULL)
+	if (s != NULL) {
 		tb_budget_on_close(tb_budget_here(), atomic_load(&s->set));
+		tb_stats_closed(s);
+	}
 	return s;
 }
 

@@ -212,6 +212,11 @@ void tb_sock_set_call(struct tb_sock *s, int64_t start, int64_t deadline)
 	atomic_store_explicit(&s->call_deadline, deadline, memory_order_relaxed);
 }
 
+void tb_sock_connect_begins(struct tb_sock *s, int64_t now)
+{
+	atomic_store_explicit(&s->connect_start, now, memory_order_relaxed);
+}
+
 static void restart_silence(struct tb_side_state *sd, int64_t now)
 	__attribute__((noinline, cold));
 

@@ -221,6 +221,11 @@ void tb_sock_set_open(struct tb_sock *s);
 /* The call under way on this socket starts/ends at these times (TB_NEVER: no deadline). */
 void tb_sock_set_call(struct tb_sock *s, int64_t start, int64_t deadline);
 
+/* The handshake of s begins at `now`: the connect phase counts from here. Called once
+ * timebox's own start-up inside the first connect (the statistics segment, its threads)
+ * is over, so that the phase measures the peer, not timebox. */
+void tb_sock_connect_begins(struct tb_sock *s, int64_t now);
+
 /* The expiry of a wait on `side` that began at its wait_begin, from the current state. */
 struct tb_expiry tb_sock_expiry(struct tb_sock *s, enum tb_side side);
 

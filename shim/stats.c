@@ -255,6 +255,20 @@ void tb_stats_wake(void)
 	errno = saved;
 }
 
+/* The process exits: the kernel closes what the program left open (wget never closes its
+ * connection), and that close ends each call whose response is complete. */
+static void close_at_exit(void)
+{
+	int hi = atomic_load(&tb_fd_hiwater);
+
+	for (int fd = 0; fd <= hi; fd++) {
+		struct tb_sock *s = tb_fd_sock(fd);
+
+		if (s != NULL)
+			tb_stats_closed(s);
+	}
+}
+
 /* Removed at exit by the process that made it (not by a forked child sharing the map). */
 static void remove_segment(void)
 {
@@ -262,6 +276,7 @@ static void remove_segment(void)
 
 	if (seg == NULL || seg->pid != getpid())
 		return;
+	close_at_exit();
 	if (stats_path[0] != '\0') {
 		pthread_mutex_lock(&work_lock);
 		write_file();
@@ -510,6 +525,25 @@ void tb_stats_notice(struct tb_sock *s, enum tb_notice k)
 
 	if (r != NULL && (unsigned)k < TB_NOTICE_COUNT)
 		ADD(r->notices[k]);
+}
+
+void tb_stats_closed(struct tb_sock *s)
+{
+	struct call *c = call_of(s);
+	unsigned fs;
+	bool answered;
+
+	if (c == NULL)
+		return;
+	fs = atomic_load_explicit(&s->frame_state, memory_order_relaxed) & TB_FS_STATE;
+	if (fs == TB_FRAME_RESTING || fs == TB_FRAME_ANSWERED)
+		answered = true; /* every response complete; TLS: application data came back */
+	else if (fs == TB_FRAME_RAW || fs == TB_FRAME_UNKNOWN)
+		answered = atomic_load_explicit(&s->got_bytes, memory_order_relaxed);
+	else
+		answered = false; /* a response cut short, or a session: no call ends here */
+	if (answered)
+		complete(c);
 }
 
 static int64_t ms_or_none(int64_t from, int64_t to)

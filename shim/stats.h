@@ -35,6 +35,11 @@ void tb_stats_sent(struct tb_sock *s, int64_t begun);
 /* A read returned r bytes (0: EOF). Reads the clock once (the response's last byte so far). */
 void tb_stats_received(struct tb_sock *s, ssize_t r);
 
+/* The program closes an fd of s: a call whose response is complete ends there (framed:
+ * the framing rests, or TLS answered; raw: response bytes read since the last send), as
+ * DESIGN's scope=call rule ends it, and is counted done with its duration. */
+void tb_stats_closed(struct tb_sock *s);
+
 /* The watchdog (or a hook) cut s in `phase`: counts it, and keeps the call's timers for the
  * log line the cutter writes next (tb_stats_take_timers). */
 void tb_stats_cut(struct tb_sock *s, enum tb_phase phase);

@@ -2,9 +2,11 @@
  * contract and the fast paths). Every step is safe against a handler on the same thread. */
 #include "waits.h"
 
+#include <errno.h>
 #include <pthread.h>
 
 #include "clock.h"
+#include "thread.h"
 
 __thread struct tb_waits tb_waits_tls __attribute__((tls_model("initial-exec")));
 
@@ -40,6 +42,17 @@ void tb_waits_leave_slow(unsigned base)
 	atomic_signal_fence(memory_order_seq_cst);
 	if (w->top > base)
 		w->top = base;
+}
+
+/* A vfork child runs on its parent's thread and memory: what it jumps over is its own
+ * frames, and the parent's record stays the parent's. */
+void tb_waits_abandon_slow(void)
+{
+	int saved = errno;
+
+	if (!tb_foreign_process())
+		tb_waits_leave_slow(0);
+	errno = saved;
 }
 
 void tb_waits_arm_exit(void)

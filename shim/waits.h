@@ -16,7 +16,13 @@
  * call returns takes its entries back and leaves the group.
  *
  * Abandoned waits: a siglongjmp out of a signal handler skips the hook's return, and its
- * entries stay open. The next group the thread opens ends every open entry whose frame is
+ * entries stay open. The jump itself ends them: the longjmp family is hooked
+ * (hooks_jump.c, tb_waits_abandon), because a thread can be inside a recorded wait only
+ * while it is blocked in it, so a jump on a thread with open entries is a handler leaving
+ * them. A handler that does a setjmp and longjmp of its own while its thread is blocked in a
+ * wait ends that wait too: it goes on uncut (as natively), never cut wrongly.
+ * Jumps that do not pass through the hook (a static longjmp inside another library) are
+ * caught later: the next group the thread opens ends every open entry whose frame is
  * not above its own (within TB_WAITS_SLACK bytes): that frame is gone. A signal handler
  * that waits while the thread it interrupted is inside a wait runs below the kernel's
  * signal frame (over a kilobyte: saved registers and FPU state), so the interrupted wait is
@@ -61,6 +67,16 @@ extern __thread struct tb_waits tb_waits_tls
 unsigned tb_waits_reap(uintptr_t sp);
 void tb_waits_leave_slow(unsigned base);
 void tb_waits_arm_exit(void);
+void tb_waits_abandon_slow(void);
+
+/* The calling thread is about to longjmp: ends every wait it has recorded (see above).
+ * errno is left as it was. One thread-local load when there is none, as in a program that
+ * uses longjmp for its errors (Lua, Ruby, Perl's die) outside any wait. */
+static inline void tb_waits_abandon(void)
+{
+	if (__builtin_expect(tb_waits_tls.top != 0, 0))
+		tb_waits_abandon_slow();
+}
 
 /* Opens a group at frame sp, ending the abandoned waits first. Returns the group's base. */
 static inline unsigned tb_waits_enter(uintptr_t sp)

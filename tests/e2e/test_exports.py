@@ -24,6 +24,8 @@ STDIO = {
     "fflush_unlocked",
 }
 HOOKS |= STDIO
+# A signal handler's jump out of a governed wait ends the waits its thread recorded.
+HOOKS |= {"longjmp", "_longjmp", "siglongjmp", "__longjmp_chk"}
 # Name resolution hooks: bounded by phase dns, and they teach hostname rules which addresses a
 # name stands for.
 RESOLVE = {"getaddrinfo", "gethostbyname", "gethostbyname2", "gethostbyname_r",

@@ -30,13 +30,13 @@ void *signaller(void *arg)
 	return NULL;
 }
 
-/* Children of every kind, each doing one governed exchange (or none, for a bare exec). */
+/* Children of every kind, each doing one governed exchange, recorded for the judge. */
 void *spawner(void *arg)
 {
 	struct worker *w = arg;
-	char port[16], seed[24], self_exe[64] = "/proc/self/exe";
+	char port[16], seed[24], id[24], self_exe[64] = "/proc/self/exe";
 	char arg0[] = "stress", arg1[] = "--child";
-	char *cargv[] = { arg0, arg1, port, seed, NULL };
+	char *cargv[] = { arg0, arg1, port, seed, id, NULL };
 	pid_t pid = -1;
 	int status;
 
@@ -46,13 +46,16 @@ void *spawner(void *arg)
 		uint32_t how = rnd(&w->rng, 0, 4);
 
 		snprintf(seed, sizeof(seed), "%llu", (unsigned long long)splitmix(&w->rng));
+		/* The child's call is recorded under this id and judged with the others. */
+		snprintf(id, sizeof(id), "%llu", (unsigned long long)next_conn_id());
 		usleep(rnd(&w->rng, 5000, 50000));
 		watch(w, "spawn", cfg.deadline_ms + cfg.slack_ms + 5000);
 		switch (how) {
 		case 0: /* fork, no exec: the child's library runs on a copy of our state */
 			pid = fork();
 			if (pid == 0)
-				_exit(child_exchange(cfg.ports[K_NORMAL], strtoull(seed, NULL, 10)));
+				_exit(child_exchange(cfg.ports[K_NORMAL], strtoull(seed, NULL, 10),
+						     strtoull(id, NULL, 10)));
 			atomic_fetch_add(&cnt.forks, 1);
 			break;
 		case 1:
@@ -83,6 +86,8 @@ void *spawner(void *arg)
 		while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
 			;
 		unwatch(w);
+		/* A child's call is judged from its record (main.c); a child that failed here
+		 * crashed, could not run, or could not write its record. */
 		if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 			if (atomic_fetch_add(&cnt.child_fail, 1) < 5)
 				fprintf(stderr, "stress: child (how %u) ended with status %#x\n",

@@ -9,7 +9,7 @@
 #include "stress.h"
 
 enum family { F_RW, F_SR, F_V, F_MSG, F_POLL, F_SELECT, F_PPOLL, F_WAITALL, F_PEEK, NFAM };
-enum mode { M_PLAIN, M_DUP, M_DUP2, M_WAITED, M_REUSE_DUP2 };
+enum mode { M_PLAIN, M_DUP, M_DUP2, M_WAITED, M_REUSE_DUP2, M_CHILD };
 enum { WS_PENDING, WS_READING, WS_RETURNED, WS_NONE };
 
 struct cfg {
@@ -40,7 +40,7 @@ struct worker {
 
 struct counters {
 	atomic_ulong calls[NKIND], signals[2], side_err[3], forks, fork_execs, vforks[2], spawns,
-		child_fail, fd_reuse, dups, closes_waited[3], bytes, corrupt, eintr_ok,
+		child_fail, fd_reuse, side_retries, dups, closes_waited[3], bytes, corrupt, eintr_ok,
 		eintr_spurious, eagain_checks, eagain_bad, setup_fail, rec_lost;
 	unsigned long threads, side_sent, fds_before, fds_after;
 	double wd_cpu_run, wd_cpu_idle;
@@ -59,6 +59,7 @@ void *spawner(void *arg);
 void watch(struct worker *w, const char *what, int64_t bound_ms);
 void unwatch(struct worker *w);
 void call(struct worker *w, int kind, int fam, int mode, int want_fd);
+uint64_t next_conn_id(void);
 int cfg_from_env(void);
 int open_resting(struct worker *w);
 bool closer_push(struct worker *w);

@@ -373,6 +373,7 @@ int write_summary(int rec_fd)
 	P("pyspawns", cnt.vforks[1]);
 	P("spawns", cnt.spawns);
 	P("child_fail", cnt.child_fail);
+	P("side_retries", cnt.side_retries);
 	P("fd_reuse", cnt.fd_reuse);
 	P("dups", cnt.dups);
 	P("waited.close", cnt.closes_waited[0]);

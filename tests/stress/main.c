@@ -166,7 +166,8 @@ static void judge(const char *out, const char *logpath, int status)
 	struct crec r;
 	unsigned long long per[NKIND][4] = { { 0 } }, healthy_cut = 0, excused = 0, wrong = 0,
 			   unexpected = 0, over = 0, side_bad = 0, n = 0, leaked = 0, tmo = 0,
-			   gates = 0, hist[8] = { 0 }, excuse[5] = { 0 }, known[2] = { 0 };
+			   gates = 0, hist[8] = { 0 }, excuse[5] = { 0 }, known[2] = { 0 },
+			   kids[4] = { 0 };
 	int64_t D = (int64_t)cfg.deadline_ms * 1000000, slack = (int64_t)cfg.slack_ms * 1000000;
 	FILE *f;
 	int fd;
@@ -191,6 +192,8 @@ static void judge(const char *out, const char *logpath, int status)
 			continue; /* its fd was taken away: any end is native, the time is bounded */
 		}
 		per[r.kind][o]++;
+		if (r.mode == M_CHILD)
+			kids[o]++;
 		if (r.t_end - r.t_start > D + slack)
 			over++;
 		if (r.err == ETIMEDOUT && (r.healthy || r.kind == K_RESET)) {
@@ -222,10 +225,11 @@ static void judge(const char *out, const char *logpath, int status)
 				excused++;
 				excuse[why]++;
 			} else if (healthy_cut++ < 10) {
-				fprintf(stderr, "HEALTHY CUT: conn %llu %s family %d after %lld ms "
+				fprintf(stderr, "HEALTHY CUT: conn %llu %s%s family %d after %lld ms "
 					"in %s (server: seen %d, max gap %.0f ms, answered %d at %+lld ms; "
 					"tainted %d, tid %d fd %d)\n",
-					(unsigned long long)r.conn_id, kind_names[r.kind], r.family,
+					(unsigned long long)r.conn_id, kind_names[r.kind],
+					r.mode == M_CHILD ? " (a child's)" : "", r.family,
 					(long long)((r.t_end - r.t_start) / 1000000),
 					r.stage == ST_CONNECT ? "connect" : r.stage == ST_SEND ?
 					"sending" : "receiving", v ? v->seen : 0,
@@ -237,11 +241,14 @@ static void judge(const char *out, const char *logpath, int status)
 		} else if (r.err != 0 && r.err != ETIMEDOUT &&
 			   !(r.kind == K_RESET && (r.err == ECONNRESET || r.err == EPIPE))) {
 			if (unexpected++ < 10)
+			{
 				fprintf(stderr, "UNEXPECTED: conn %llu %s family %d mode %d while %s: "
 					"%s (tid %d fd %d)\n", (unsigned long long)r.conn_id,
 					kind_names[r.kind], r.family, r.mode, r.stage == ST_CONNECT ?
 					"connecting" : r.stage == ST_SEND ? "sending" : "receiving",
 					strerror(r.err), r.tid, r.fd);
+				grep_log(logpath, r.tid, r.fd);
+			}
 		}
 		if (r.err == 0 && v && v->seen && v->t_eof && r.t_close &&
 		    v->t_eof < r.t_close - 2000000 && wrong++ < 10)
@@ -280,8 +287,12 @@ static void judge(const char *out, const char *logpath, int status)
 	       sum_get(path, "waited.close"), sum_get(path, "waited.close_range"),
 	       sum_get(path, "waited.dup2"), hist[0], hist[1], hist[2] + hist[3]);
 	printf("  forks %llu, fork+exec %llu, vfork+exec %llu, python-style %llu, posix_spawn "
-	       "%llu\n", sum_get(path, "forks"), sum_get(path, "fork_execs"),
-	       sum_get(path, "vforks"), sum_get(path, "pyspawns"), sum_get(path, "spawns"));
+	       "%llu; their calls (judged as the others) %llu/%llu/%llu/%llu\n",
+	       sum_get(path, "forks"), sum_get(path, "fork_execs"), sum_get(path, "vforks"),
+	       sum_get(path, "pyspawns"), sum_get(path, "spawns"), kids[0], kids[1], kids[2],
+	       kids[3]);
+	printf("  side connections retried after a cut a loaded machine explains: %llu\n",
+	       sum_get(path, "side_retries"));
 	printf("  signals %llu SA_RESTART + %llu without; handler sends %llu bytes (EAGAIN %llu, "
 	       "ETIMEDOUT %llu, other %llu)\n", sum_get(path, "signals.restart"),
 	       sum_get(path, "signals.norestart"), sum_get(path, "side.sent"),
@@ -328,8 +339,9 @@ int main(int argc, char **argv)
 	uint64_t s;
 	int status;
 
-	if (argc == 4 && strcmp(argv[1], "--child") == 0)
-		return child_exchange(atoi(argv[2]), strtoull(argv[3], NULL, 10));
+	if (argc == 5 && strcmp(argv[1], "--child") == 0)
+		return child_exchange(atoi(argv[2]), strtoull(argv[3], NULL, 10),
+				      strtoull(argv[4], NULL, 10));
 	if (getenv("STRESS_CFG") != NULL)
 		return client_main(argc, argv);
 	cfg.threads = 200;

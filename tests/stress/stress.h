@@ -103,6 +103,6 @@ void server_stop(void);
 
 /* client.c: the program under the library. */
 int client_main(int argc, char **argv);
-int child_exchange(int port, uint64_t seed);
+int child_exchange(int port, uint64_t seed, uint64_t conn_id);
 
 #endif

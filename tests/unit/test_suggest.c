@@ -220,6 +220,19 @@ static void test_no_rate_leaves_max_conns_off(void **state)
 	renders_clean(&no_budget);
 }
 
+/* First bytes measured, no call seen to its end: the reason says so, not "no call". */
+static void test_calls_never_ended_leave_max_conns_off_and_say_why(void **state)
+{
+	(void)state;
+	measured(10000, 20, 80, 90, 200);
+	tb_dist_init(&in.call);
+	tb_suggest(&in, &no_budget, &out);
+	assert_true(out.usable);
+	assert_int_equal(out.max_conns, 0);
+	assert_non_null(strstr(out.why_max_conns, "none was seen to end"));
+	renders_clean(&no_budget);
+}
+
 static void test_without_budget_deadline_leaves_room_for_a_retry(void **state)
 {
 	(void)state;
@@ -414,6 +427,7 @@ int main(void)
 		cmocka_unit_test(test_max_conns_is_littles_law),
 		cmocka_unit_test(test_max_conns_never_below_the_programs_pool),
 		cmocka_unit_test(test_no_rate_leaves_max_conns_off),
+		cmocka_unit_test(test_calls_never_ended_leave_max_conns_off_and_say_why),
 		cmocka_unit_test(test_without_budget_deadline_leaves_room_for_a_retry),
 		cmocka_unit_test(test_budget_that_fits_is_the_deadline),
 		cmocka_unit_test(test_tight_budget_shrinks_acquire_and_connect),
