@@ -8,8 +8,8 @@ HOOKS = {
     "read", "write", "readv", "writev", "recv", "send", "recvfrom", "sendto", "recvmsg",
     "sendmsg", "poll", "ppoll", "select", "pselect", "connect", "socket", "accept",
     "accept4", "getsockopt", "close", "close_range", "closefrom", "dup", "dup2", "dup3", "fcntl",
-    "fcntl64", "ioctl", "fclose", "freopen", "freopen64", "__read_chk", "__recv_chk", "__recvfrom_chk",
-    "__poll_chk", "__ppoll_chk", "dlopen",
+    "fcntl64", "ioctl", "fclose", "freopen", "freopen64", "__read_chk", "__recv_chk",
+    "__recvfrom_chk", "__poll_chk", "__ppoll_chk", "dlopen",
     # event loops: a thread in epoll_wait waits visibly on its instance's governed sockets
     "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2",
 }
