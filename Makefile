@@ -225,7 +225,7 @@ conformance: all
 
 conformance-short: all
 	@tests/deps.sh conformance
-	@TB_BUILD=$(BUILD) TB_SANITIZE=$(SANITIZE) timeout -k 10 300 \
+	@TB_BUILD=$(BUILD) TB_SANITIZE=$(SANITIZE) timeout -k 10 900 \
 		python3 tests/conformance/run.py --subset --jobs 4 $(CONFORMANCE_ARGS)
 
 e2e: all $(E2E_BINS) $(BUILD)/tests/e2e/clients/blockcli_fortify $(BENCH_BINS)
