@@ -1,7 +1,7 @@
 # timebox - one Makefile for the library, the launcher, the tests, the demo and the bench.
 #   make                      build/lib/libtimebox.so and build/bin/timebox
 #   make test                 unit tests (cmocka), the exports and layers checks, regress,
-#                             stress-short, end-to-end tests
+#                             stress-short, end-to-end tests, conformance-short
 #   make stress               minutes of 200 threads against a fault server (tests/stress/)
 #   make conformance          CPython's and GLib's own suites natively and under timebox,
 #                             compared test by test (long; a short subset is in make test)
@@ -216,8 +216,8 @@ stress-short: all $(STRESS)
 
 # The conformance tier (tests/conformance/run.py): other projects' own test suites run
 # natively and under the library with every limit armed generously, compared test by test,
-# in a loopback-only network namespace. CONFORMANCE_ARGS adds options (--only test_ssl,
-# --jobs, --reruns, --limit SECS per module and mode).
+# each run in a loopback-only network namespace of its own (docs/conformance.md).
+# CONFORMANCE_ARGS adds options (--only test_ssl, --jobs, --reruns, --limit SECS per run).
 conformance: all
 	@tests/deps.sh conformance
 	@TB_BUILD=$(BUILD) TB_SANITIZE=$(SANITIZE) timeout -k 10 10800 \

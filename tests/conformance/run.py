@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -48,7 +49,7 @@ CPYTHON_FULL = """test_socket test_ssl test_asyncio test_selectors test_select t
 test_epoll test_subprocess test_signal test_httplib test_httpservers test_urllib2_localnet
 test_socketserver test_ftplib test_smtplib test_imaplib test_poplib test_xmlrpc test_wsgiref
 test_logging test_timeout test_docxmlrpc test_asyncore test_asynchat test_telnetlib
-test_urllib2net""".split()
+test_urllib2net test_os test_posix test_fcntl test_pty test_threading test_io""".split()
 GLIB_FULL = """socket socket-service socket-listener socket-address inet-address
 network-address gsocketclient-slow proxy-test simple-proxy srvtarget resolver-parsing
 gdbus-peer gdbus-server-auth gdbus-connection gdbus-auth unix-streams pollable io-stream
@@ -81,6 +82,9 @@ destinations = (
 """
 
 VARIANTS = ("file", "stderr", "config")
+LIVE = set()                # process groups of the runs under way
+LIVE_LOCK = threading.Lock()
+WORKDIR = []                # the run's scratch folder, removed on a kill too
 OUTCOMES = ("pass", "fail", "error", "skip", "missing")
 TB_LINE = re.compile(r"timebox: [^\n]*")
 VERBOSE = re.compile(r"^\w+ \(([\w.]+)\) \.\.\. (ok|FAIL|ERROR|expected failure|"
@@ -199,6 +203,8 @@ def run_limited(cmd, env, cwd, limit):
                          stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                          start_new_session=True)
+    with LIVE_LOCK:
+        LIVE.add(p.pid)
     try:
         out, _ = p.communicate(timeout=limit)
         return p.returncode, out.decode("utf-8", "replace")
@@ -206,6 +212,23 @@ def run_limited(cmd, env, cwd, limit):
         os.killpg(p.pid, 9)
         out, _ = p.communicate()
         return None, out.decode("utf-8", "replace")
+    finally:
+        with LIVE_LOCK:
+            LIVE.discard(p.pid)
+
+
+def kill_live(signum, frame):
+    """On SIGTERM or SIGINT (make's time limit, ^C): the runs are in sessions of their
+    own, so their process groups are killed here, not left running."""
+    with LIVE_LOCK:
+        for pid in LIVE:
+            try:
+                os.killpg(pid, 9)
+            except OSError:
+                pass
+    if WORKDIR:
+        shutil.rmtree(WORKDIR[0], ignore_errors=True)
+    os._exit(128 + signum)
 
 
 class CPython:
@@ -321,8 +344,11 @@ class Run:
 
     def __init__(self, unit, mode, env_maker, limit, test=None):
         env, logfile = env_maker.make(mode)
-        cwd = tempfile.mkdtemp(prefix="%s-%s-" % (unit.name.replace("/", "_"), mode),
-                               dir=env_maker.workdir)
+        cwd = tempfile.mkdtemp(prefix=mode[0], dir=env_maker.workdir)
+        # The suites' scratch files (regrtest's test_python_PID) go there too, so that a run
+        # killed at its limit leaves nothing behind. Short names: unix socket paths made
+        # there must stay within sun_path's 108 bytes.
+        env["TMPDIR"] = cwd
         t0 = time.monotonic()
         self.res, self.out = unit.run(env, cwd, limit, test)
         self.secs = time.monotonic() - t0
@@ -458,12 +484,15 @@ def main():
         log("conformance: %s is missing (Debian's python3.11)" % PYTHON)
         return 2
 
+    signal.signal(signal.SIGTERM, kill_live)
+    signal.signal(signal.SIGINT, kill_live)
     why = check_namespaces()
     if why:
         log("%s conformance: %s for a loopback-only network namespace per run (no traffic "
             "may leave 127.0.0.1)" % ("SKIP" if args.subset else "FAIL", why))
         return 0 if args.subset else 2
-    workdir = tempfile.mkdtemp(prefix="tb-conformance-")
+    workdir = tempfile.mkdtemp(prefix="tbc-")
+    WORKDIR.append(workdir)
     env_maker = Env(args.build, os.environ.get("TB_SANITIZE", ""), workdir,
                     dict(kv.split("=", 1) for kv in args.set))
     log("conformance: %d units x (native + %s), %d jobs, limit %d s per run, a "
