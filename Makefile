@@ -1,8 +1,10 @@
 # timebox - one Makefile for the library, the launcher, the tests, the demo and the bench.
 #   make                      build/lib/libtimebox.so and build/bin/timebox
 #   make test                 unit tests (cmocka), the exports and layers checks, regress,
-#                             stress-short, end-to-end tests
+#                             stress-short, end-to-end tests, conformance-short
 #   make stress               minutes of 200 threads against a fault server (tests/stress/)
+#   make conformance          CPython's and GLib's own suites natively and under timebox,
+#                             compared test by test (long; a short subset is in make test)
 #   make demo                 the fault server against a legacy client, without and with timebox
 #   make bench [QUICK=1]      benchmarks against native and a HAProxy sidecar -> docs/benchmarks.md
 #   make install [PREFIX=/usr/local] [DESTDIR=...]   and make uninstall
@@ -63,7 +65,7 @@ BENCH_C   := $(wildcard tests/bench/*.c)
 BENCH_BINS := $(patsubst %.c,$(BUILD)/%,$(BENCH_C))
 
 .PHONY: all test unit regress e2e stress stress-short demo bench clean deps-check deps-test install uninstall \
-	check-exports check-layers
+	check-exports check-layers conformance conformance-short
 
 # Installed layout (make install PREFIX=/usr/local DESTDIR=/tmp/stage). The launcher finds
 # the library at ../lib/timebox/ from its own directory.
@@ -212,6 +214,20 @@ stress: all $(STRESS)
 stress-short: all $(STRESS)
 	@TB_SANITIZE=$(SANITIZE) timeout -k 5 120 tests/stress/run.sh $(BUILD) --short $(STRESS_ARGS)
 
+# The conformance tier (tests/conformance/run.py): other projects' own test suites run
+# natively and under the library with every limit armed generously, compared test by test,
+# each run in a loopback-only network namespace of its own (docs/conformance.md).
+# CONFORMANCE_ARGS adds options (--only test_ssl, --jobs, --reruns, --limit SECS per run).
+conformance: all
+	@tests/deps.sh conformance
+	@TB_BUILD=$(BUILD) TB_SANITIZE=$(SANITIZE) timeout -k 10 10800 \
+		python3 tests/conformance/run.py $(CONFORMANCE_ARGS)
+
+conformance-short: all
+	@tests/deps.sh conformance
+	@TB_BUILD=$(BUILD) TB_SANITIZE=$(SANITIZE) timeout -k 10 900 \
+		python3 tests/conformance/run.py --subset --jobs 4 $(CONFORMANCE_ARGS)
+
 e2e: all $(E2E_BINS) $(BUILD)/tests/e2e/clients/blockcli_fortify $(BENCH_BINS)
 	@TB_BUILD=$(BUILD) TB_SANITIZE=$(SANITIZE) python3 tests/e2e/run.py $(E2E_ARGS)
 
@@ -222,6 +238,7 @@ test: deps-test
 	@$(MAKE) --no-print-directory regress
 	@$(MAKE) --no-print-directory stress-short
 	@$(MAKE) --no-print-directory e2e
+	@$(MAKE) --no-print-directory conformance-short
 
 demo: deps-check all $(E2E_BINS)
 	@TB_BUILD=$(BUILD) python3 tests/demo/demo.py
