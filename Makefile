@@ -37,6 +37,20 @@ SAN_LDFLAGS := -fsanitize=$(SANITIZE)
 LTO       :=
 endif
 
+# A machine without the build packages stops here with one line that names them and the
+# command that installs them, not with a compiler's error. make test, demo and bench first
+# install what they need (tests/deps.sh, as root) or name it, then build.
+ifeq ($(filter test demo bench deps-check deps-test clean,$(MAKECMDGOALS)),)
+BUILD_MISSING := $(strip \
+	$(if $(shell command -v $(firstword $(CC)) 2>/dev/null),,build-essential) \
+	$(shell $(CC) -E -x c -include libconfig.h /dev/null >/dev/null 2>&1 || echo libconfig-dev) \
+	$(if $(filter unit,$(MAKECMDGOALS)),$(shell $(CC) -E -x c -include stdarg.h -include \
+	stddef.h -include setjmp.h -include cmocka.h /dev/null >/dev/null 2>&1 || echo libcmocka-dev)))
+ifneq ($(BUILD_MISSING),)
+$(error missing Debian packages: $(BUILD_MISSING); install them with: sudo apt-get install -y $(BUILD_MISSING) (tests/deps.sh check installs all that make test needs))
+endif
+endif
+
 # Three layers, one folder each, each with its own include path so that a wrong include
 # fails to compile (arrows point down only):
 #   shim/    libtimebox.so: the hooks and the runtime      -Ishim -Ipolicy -Iinclude
