@@ -51,7 +51,7 @@ const struct tb_env_var tb_env_vars[] = {
 	{ "TIMEBOX_LOG", "--log", TB_ENV_LOG, TB_ENV_NO_FIELD,
 	  "where expiries go: stderr (default), syslog, off or an absolute file path" },
 	{ "TIMEBOX_LOG_LEVEL", "--log-level", TB_ENV_LOG_LEVEL, TB_ENV_NO_FIELD,
-	  "warn (default: expiries and errors) or info (also a gate summary at exit)" },
+	  "warn (default: expiries and errors) or info (also notices and a gate summary at exit)" },
 	{ "TIMEBOX_LOG_FORMAT", "--log-format", TB_ENV_LOG_FORMAT, TB_ENV_NO_FIELD,
 	  "log lines as logfmt (default) or json" },
 	{ "TIMEBOX_LOG_RATE", "--log-rate", TB_ENV_COUNT, AT(log_rate),
