@@ -36,6 +36,7 @@ static const char E_AFTER_UNIT[] =
 	"unexpected characters after the unit; write one number and one unit, e.g. 1500ms";
 static const char E_TOO_LONG[] = "a duration is too long; the longest is 2562047h";
 static const char E_SUB_NS[] = "a duration cannot be finer than 1ns";
+static const char E_TEXT_LONG[] = "a duration is written in at most 64 characters";
 
 static bool is_digit(char c)
 {
@@ -104,6 +105,14 @@ int tb_duration_parse(const char *text, int64_t *out_ns, const char **why)
 			*why = E_BLANK;
 			return -1;
 		}
+	}
+	/* The same value must mean the same thing from every source: the configuration file
+	 * refuses any text of 320 bytes or more, the environment has no such bound, so without
+	 * one here "000...0250ms" of 330 bytes was a limit in TIMEBOX_READ_TIMEOUT and an error
+	 * in the file. No real duration needs more than "2562047h" or "0.000000001s". */
+	if ((size_t)(p - text) > TB_DURATION_TEXT_LONGEST) {
+		*why = E_TEXT_LONG;
+		return -1;
 	}
 	if (strcmp(text, "off") == 0) {
 		*out_ns = 0;

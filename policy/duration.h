@@ -15,12 +15,15 @@
  * bare number whose value is zero ("0"). "off" and any zero give 0: no limit.
  * A fraction is exact or refused: "0.25ms" is 250us, "1.5ns" is an error, never rounded.
  * Blanks anywhere (leading and trailing too) are refused like any other junk. The largest
- * value is INT64_MAX ns (about 292 years).
+ * value is INT64_MAX ns (about 292 years). A text longer than TB_DURATION_TEXT_LONGEST
+ * characters is refused whatever it spells (leading zeros included), from every source.
  * Returns 0 and stores *out_ns on success. On error returns -1, leaves *out_ns untouched and
  * points *why at a static, human sentence ("a duration needs a unit, e.g. 250ms"), a
  * different one for each kind of mistake.
  */
 int tb_duration_parse(const char *text, int64_t *out_ns, const char **why);
+
+#define TB_DURATION_TEXT_LONGEST 64
 
 /*
  * Writes `ns` the way an operator would ("250ms", "1.5s", "2m", "off") into buf, truncated

@@ -66,7 +66,10 @@ for t in "$@"; do
 	grep -v '^#[0-9]' "$log" | tail -n 40
 	[ -f "$out/replay.log" ] && grep -v '^Running:\|^Executed' "$out/replay.log" | tail -n 20
 	for a in "$out"/artifacts/*; do
-		[ -e "$a" ] && echo "replay: $bin $a"
+		[ -e "$a" ] || continue
+		echo "replay: $bin $a"
+		# The input itself, so that a failure on another machine can be replayed here.
+		[ "$(wc -c <"$a")" -le 8192 ] && echo "input (base64): $(base64 -w0 "$a")"
 	done
 done
 

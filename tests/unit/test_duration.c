@@ -96,6 +96,7 @@ static void test_errors_each_distinct(void **state)
 		expect_error("1s500ms"),               /* junk after the unit */
 		expect_error("9223372036854775808ns"), /* overflow */
 		expect_error("1.5ns"),                 /* finer than 1 ns */
+		expect_error("0000000000000000000000000000000000000000000000000000000000000250ms"),
 	};
 	size_t n = sizeof(why) / sizeof(why[0]);
 
@@ -141,6 +142,31 @@ static void test_errors_by_kind(void **state)
 	assert_ptr_equal(expect_error("0.0000000001s"), subns);
 	assert_ptr_equal(expect_error("0.0001us"), subns);
 	assert_ptr_equal(expect_error("0.000000000001h"), subns);
+}
+
+/* A text of more than 64 characters is refused whatever it spells: the configuration file
+ * cannot carry 320 bytes or more, and the environment must not accept what the file refuses
+ * (fuzz_config found "000...0.000...ms" of 330 bytes taken from one and refused by the other). */
+static void test_long_text(void **state)
+{
+	char text[400];
+	const char *why;
+
+	(void)state;
+	memset(text, '0', sizeof(text));
+	memcpy(text + 64 - 5, "250ms", 6); /* 64 characters: the longest taken */
+	assert_int_equal(strlen(text), 64);
+	expect_ok(text, 250 * MS);
+	memset(text, '0', sizeof(text));
+	memcpy(text + 65 - 5, "250ms", 6);
+	why = expect_error(text);
+	assert_string_equal(why, "a duration is written in at most 64 characters");
+	memset(text, '0', sizeof(text));
+	text[1] = '.';
+	memcpy(text + 330 - 2, "ms", 3);
+	assert_ptr_equal(expect_error(text), why);
+	assert_ptr_equal(expect_error("0000000000000000000000000000000000000000000000000000000000000000off"),
+			 why);
 }
 
 static void expect_format(int64_t ns, const char *want)
@@ -212,6 +238,7 @@ int main(void)
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_errors_each_distinct),
 		cmocka_unit_test(test_errors_by_kind),
+		cmocka_unit_test(test_long_text),
 		cmocka_unit_test(test_format),
 		cmocka_unit_test(test_format_truncates),
 		cmocka_unit_test(test_round_trip),
