@@ -78,6 +78,11 @@ REGRESS_BINS := $(patsubst %.c,$(BUILD)/%,$(REGRESS_C))
 BENCH_C   := $(wildcard tests/bench/*.c)
 BENCH_BINS := $(patsubst %.c,$(BUILD)/%,$(BENCH_C))
 
+# Regression programs and end-to-end tests run two at a time: nearly all of them wait on a
+# stalled peer, none measures throughput, and each has its own servers on ephemeral ports.
+REGRESS_JOBS ?= 2
+E2E_JOBS     ?= 2
+
 .PHONY: all test unit regress e2e stress stress-short demo bench clean deps-check deps-test install uninstall \
 	check-exports check-layers conformance conformance-short
 
@@ -218,7 +223,7 @@ check-layers: $(LIB) $(LAUNCHER)
 	@tests/check_layers.sh . $(BUILD)
 
 regress: all $(REGRESS_BINS)
-	@TB_SANITIZE=$(SANITIZE) tests/regress/run.sh $(BUILD) $(REGRESS_FILTER)
+	@TBR_JOBS=$(REGRESS_JOBS) TB_SANITIZE=$(SANITIZE) tests/regress/run.sh $(BUILD) $(REGRESS_FILTER)
 
 # make stress: 200 threads for 4 minutes; stress-short: 50 threads for 30 s (in make test).
 # STRESS_ARGS adds options (--seed N to replay a run, --threads, --secs, --slack MS).
@@ -243,7 +248,7 @@ conformance-short: all
 		python3 tests/conformance/run.py --subset --jobs 4 $(CONFORMANCE_ARGS)
 
 e2e: all $(E2E_BINS) $(BUILD)/tests/e2e/clients/blockcli_fortify $(BENCH_BINS)
-	@TB_BUILD=$(BUILD) TB_SANITIZE=$(SANITIZE) python3 tests/e2e/run.py $(E2E_ARGS)
+	@TB_BUILD=$(BUILD) TB_SANITIZE=$(SANITIZE) python3 tests/e2e/run.py -j $(E2E_JOBS) $(E2E_ARGS)
 
 test: deps-test
 	@$(MAKE) --no-print-directory unit

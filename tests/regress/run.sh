@@ -1,6 +1,8 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # run.sh - runs every regression program of BUILD/tests/regress under a time limit.
 # usage: tests/regress/run.sh BUILD [FILTER]
+# TBR_JOBS=N runs N programs at once (default 1; make regress runs 2): most of them wait on
+# a stalled peer, and none measures throughput; each keeps its own output and verdict.
 # Each program re-executes itself under the library (regress.h); exit 0 passes, 77 skips
 # (its reason is printed), anything else - a failed check, a crash, the time limit - fails.
 set -u
@@ -26,24 +28,63 @@ export TBR_PRELOAD="$preload"
 unset TBR_CHILD
 
 pass=0 fail=0 skip=0 failed=""
-out=$(mktemp)
-for t in "$build"/tests/regress/*; do
-	[ -x "$t" ] && [ -f "$t" ] || continue
+jobs=${TBR_JOBS:-1}
+work=$(mktemp -d)
+
+# One program: its output, exit status and seconds under $work/<name>.*
+one() {
+	local t=$1 name start rc
 	name=$(basename "$t")
-	case "$name" in *"$filter"*) ;; *) continue ;; esac
 	start=$(date +%s.%N)
-	timeout -k 5 "$limit" "$t" >"$out" 2>&1
+	timeout -k 5 "$limit" "$t" >"$work/$name.out" 2>&1
 	rc=$?
-	secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
+	awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }' >"$work/$name.secs"
+	echo $rc >"$work/$name.rc.tmp" && mv "$work/$name.rc.tmp" "$work/$name.rc"
+}
+
+# The verdict of one finished program, printed as it comes.
+report() {
+	local name=$1 rc secs out
+	rc=$(cat "$work/$name.rc")
+	secs=$(cat "$work/$name.secs")
+	out=$work/$name.out
 	case $rc in
 	0) pass=$((pass + 1)); printf 'PASS regress:%s (%.2f s)\n' "$name" "$secs" ;;
 	77) skip=$((skip + 1)); printf 'SKIP regress:%s: %s\n' "$name" "$(grep '^SKIP' "$out" | head -n 1)" ;;
 	*) fail=$((fail + 1)); failed="$failed $name"
-		[ $rc = 124 ] && echo "(killed after ${limit} s)" >>"$out"
+		[ "$rc" = 124 ] && echo "(killed after ${limit} s)" >>"$out"
 		printf 'FAIL regress:%s (exit %s)\n' "$name" "$rc"; sed 's/^/    /' "$out" | tail -n 30 ;;
 	esac
+}
+
+names=()
+for t in "$build"/tests/regress/*; do
+	[ -x "$t" ] && [ -f "$t" ] || continue
+	name=$(basename "$t")
+	case "$name" in *"$filter"*) ;; *) continue ;; esac
+	names+=("$name")
 done
-rm -f "$out"
+running=0
+reported=0
+for name in "${names[@]}"; do
+	one "$build/tests/regress/$name" &
+	running=$((running + 1))
+	if [ $running -ge "$jobs" ]; then
+		wait -n
+		running=$((running - 1))
+	fi
+	# Report, in order, every program that has finished.
+	while [ $reported -lt ${#names[@]} ] && [ -f "$work/${names[$reported]}.rc" ]; do
+		report "${names[$reported]}"
+		reported=$((reported + 1))
+	done
+done
+wait
+while [ $reported -lt ${#names[@]} ]; do
+	report "${names[$reported]}"
+	reported=$((reported + 1))
+done
+rm -rf "$work"
 echo
 echo "regress: $pass passed, $fail failed, $skip skipped"
 [ -z "$failed" ] || echo "failed:$failed"
