@@ -40,7 +40,7 @@ endif
 # A machine without the build packages stops here with one line that names them and the
 # command that installs them, not with a compiler's error. make test, demo and bench first
 # install what they need (tests/deps.sh, as root) or name it, then build.
-ifeq ($(filter test demo bench deps-check deps-test clean,$(MAKECMDGOALS)),)
+ifeq ($(filter test demo bench deb deps-check deps-test clean,$(MAKECMDGOALS)),)
 BUILD_MISSING := $(strip \
 	$(if $(shell command -v $(firstword $(CC)) 2>/dev/null),,build-essential) \
 	$(shell $(CC) -E -x c -include libconfig.h /dev/null >/dev/null 2>&1 || echo libconfig-dev) \
@@ -83,19 +83,22 @@ BENCH_BINS := $(patsubst %.c,$(BUILD)/%,$(BENCH_C))
 REGRESS_JOBS ?= 2
 E2E_JOBS     ?= 2
 
-.PHONY: all test unit regress e2e stress stress-short demo bench clean deps-check deps-test install uninstall \
+.PHONY: all test unit regress e2e stress stress-short demo bench clean deps-check deps-test install uninstall deb \
 	check-exports check-layers conformance conformance-short
 
 # Installed layout (make install PREFIX=/usr/local DESTDIR=/tmp/stage). The launcher finds
 # the library at ../lib/timebox/ from its own directory.
+# The Debian package (make deb) sets LIBDIR=/usr/lib/<triplet> and puts the examples under
+# /usr/share/doc/timebox/; the launcher looks in both lib/timebox/ and lib/<triplet>/timebox/.
 PREFIX     ?= /usr/local
 DESTDIR    ?=
+LIBDIR     ?= $(PREFIX)/lib
 BINDIR     := $(PREFIX)/bin
-PKGLIBDIR  := $(PREFIX)/lib/timebox
+PKGLIBDIR  := $(LIBDIR)/timebox
 INCLUDEDIR := $(PREFIX)/include
-PCDIR      := $(PREFIX)/lib/pkgconfig
+PCDIR      := $(LIBDIR)/pkgconfig
 MANDIR     := $(PREFIX)/share/man
-EXAMPLEDIR := $(PREFIX)/share/timebox/examples
+EXAMPLEDIR ?= $(PREFIX)/share/timebox/examples
 EXAMPLES   := $(wildcard conf/*.conf)
 
 all: $(LIB) $(LAUNCHER)
@@ -106,9 +109,13 @@ $(BUILD)/obj/policy/%.o: policy/%.c $(wildcard policy/*.h) Makefile
 $(BUILD)/obj/shim/%.o: shim/%.c $(wildcard shim/*.h policy/*.h include/*.h) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(LTO) -Ishim -Ipolicy -Iinclude -c $< -o $@
+# The launcher takes the packager's CPPFLAGS (fortification); the library cannot: it
+# defines the very functions _FORTIFY_SOURCE wraps inline. MULTIARCH names the Debian
+# library folder the launcher also searches (lib/<triplet>/timebox/).
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 $(BUILD)/obj/cli/%.o: cli/%.c $(wildcard cli/*.h policy/*.h) Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) -Icli -Ipolicy -c $< -o $@
+	$(CC) $(CPPFLAGS) $(BASE_CFLAGS) -DTB_MULTIARCH='"$(MULTIARCH)"' -Icli -Ipolicy -c $< -o $@
 
 # Only the hooks are exported: the version script lists every TB_EXPORT function (and hides
 # even the linker's _edata/_end/__bss_start).
@@ -119,12 +126,12 @@ $(BUILD)/exports.map: $(RUNTIME_SRCS)
 
 $(LIB): $(LIB_POLICY_OBJS) $(RUNTIME_OBJS) $(BUILD)/exports.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared $(LTO) $(CFLAGS) -fPIC $(SAN_LDFLAGS) -Wl,-z,defs -Wl,-soname,libtimebox.so \
+	$(CC) -shared $(LTO) $(CFLAGS) $(LDFLAGS) -fPIC $(SAN_LDFLAGS) -Wl,-z,defs -Wl,-soname,libtimebox.so \
 		-Wl,--version-script=$(BUILD)/exports.map -o $@ $(LIB_POLICY_OBJS) $(RUNTIME_OBJS) $(LDLIBS_LIB)
 
 $(LAUNCHER): $(CLI_OBJS) $(POLICY_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(SAN_LDFLAGS) -pthread -o $@ $^ -lconfig
+	$(CC) $(CFLAGS) $(LDFLAGS) $(SAN_LDFLAGS) -pthread -o $@ $^ -lconfig
 
 # (A few suites compile a runtime file in, to reach its static parts: shim/ is a dependency.)
 $(BUILD)/tests/unit/%: tests/unit/%.c $(POLICY_OBJS) $(wildcard tests/unit/*.h shim/*.c shim/*.h)
@@ -280,7 +287,7 @@ install: all
 	install -m 0644 docs/timebox.conf.5 $(DESTDIR)$(MANDIR)/man5/timebox.conf.5
 	install -m 0644 $(EXAMPLES) $(DESTDIR)$(EXAMPLEDIR)/
 	printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$${prefix}/include' \
-		'libdir=$${prefix}/lib/timebox' 'preload=$${libdir}/libtimebox.so' '' \
+		'libdir=$(PKGLIBDIR)' 'preload=$${libdir}/libtimebox.so' '' \
 		'Name: timebox' \
 		'Description: per-phase timeouts and deadlines for TCP clients, by LD_PRELOAD' \
 		'Version: $(VERSION)' 'Cflags: -I$${includedir}' \
@@ -293,6 +300,16 @@ uninstall:
 		$(addprefix $(DESTDIR)$(EXAMPLEDIR)/,$(notdir $(EXAMPLES)))
 	-rmdir $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(EXAMPLEDIR) $(DESTDIR)$(PREFIX)/share/timebox \
 		2>/dev/null
+
+# The Debian package, built from debian/ (debhelper 13) in build/debian; the .deb lands in
+# build/deb/. Installs its build dependencies first (as root), or names them.
+deb:
+	@tests/deps.sh deb
+	dpkg-buildpackage -us -uc -b
+	@mkdir -p $(BUILD)/deb
+	mv ../timebox_$(VERSION)_*.deb ../timebox-dbgsym_$(VERSION)_*.deb ../timebox_$(VERSION)_*.buildinfo \
+		../timebox_$(VERSION)_*.changes $(BUILD)/deb/
+	@ls $(BUILD)/deb/*.deb
 
 clean:
 	rm -rf build

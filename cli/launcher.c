@@ -20,6 +20,9 @@
 
 
 #define LIB_NAME "libtimebox.so"
+#ifndef TB_MULTIARCH
+#define TB_MULTIARCH "x86_64-linux-gnu" /* the Makefile passes the compiler's own */
+#endif
 
 extern char **environ;
 
@@ -256,14 +259,16 @@ static int is_regular_file(const char *path)
 /*
  * Finds the library and stores its absolute, canonical path in out (PATH_MAX bytes).
  * TIMEBOX_LIBRARY wins; otherwise the build tree's layout (bin/../lib/) then the installed
- * one (bin/../lib/timebox/), both relative to this executable so that a copied or
- * relocated tree keeps working. Returns 0, or EXIT_USAGE after printing why.
+ * one (bin/../lib/timebox/, or the Debian package's bin/../lib/<triplet>/timebox/), all
+ * relative to this executable so that a copied or relocated tree keeps working. Returns 0,
+ * or EXIT_USAGE after printing why.
  */
 static int find_library(char *out)
 {
 	const char *forced = getenv("TIMEBOX_LIBRARY");
 	char self[PATH_MAX], candidate[PATH_MAX + 32];
-	static const char *const layouts[] = { "/../lib/" LIB_NAME, "/../lib/timebox/" LIB_NAME };
+	static const char *const layouts[] = { "/../lib/" LIB_NAME, "/../lib/timebox/" LIB_NAME,
+					       "/../lib/" TB_MULTIARCH "/timebox/" LIB_NAME };
 	ssize_t n;
 	char *slash;
 
@@ -292,9 +297,9 @@ static int find_library(char *out)
 		if (is_regular_file(candidate) && realpath(candidate, out) != NULL)
 			return 0;
 	}
-	fprintf(stderr, "timebox: cannot find " LIB_NAME " in %s/../lib/ or %s/../lib/timebox/; "
-			"set TIMEBOX_LIBRARY to its path\n",
-		self, self);
+	fprintf(stderr, "timebox: cannot find " LIB_NAME " in %s/../lib/, %s/../lib/timebox/ or "
+			"%s/../lib/" TB_MULTIARCH "/timebox/; set TIMEBOX_LIBRARY to its path\n",
+		self, self, self);
 	return EXIT_USAGE;
 }
 

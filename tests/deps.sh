@@ -3,6 +3,7 @@
 # usage: tests/deps.sh check   build and test (make, make test)
 #        tests/deps.sh bench   the above plus the benchmark's tools
 #        tests/deps.sh fuzz    what make fuzz / make fuzz-smoke need (clang 14 and libFuzzer)
+#        tests/deps.sh deb     what make deb needs (debhelper; lintian to check the package)
 #        tests/deps.sh conformance   the suites of make conformance (Debian's CPython test
 #                              suite, GLib's installed tests); check includes them, since
 #                              make test runs a subset
@@ -13,7 +14,7 @@ set -eu
 # The conformance tier runs Debian's own interpreter against its own test suite, and GLib's
 # installed tests (C programs with GSocket, GResolver, GDBus, a poll loop).
 CONFORMANCE_PKGS="python3.11 libpython3.11-testsuite libglib2.0-tests iproute2 util-linux"
-CHECK_PKGS="build-essential pkg-config libconfig-dev libcmocka-dev curl wget netcat-openbsd
+CHECK_PKGS="build-essential pkg-config libconfig-dev libcmocka-dev debhelper lintian curl wget netcat-openbsd
 redis-server redis-tools perl python3 iproute2 strace man-db php-cli php-curl php-pgsql tnftp
 nodejs openjdk-17-jdk-headless postgresql mariadb-server mariadb-client openssh-server
 openssh-client openssl ruby libjemalloc2 libtcmalloc-minimal4 libevent-dev python3-aiohttp
@@ -21,14 +22,16 @@ $CONFORMANCE_PKGS"
 BENCH_PKGS="haproxy gnuplot-nox valgrind linux-perf"
 # libFuzzer (libclang_rt.fuzzer) ships in libclang-rt-14-dev; the config target links libconfig.
 FUZZ_PKGS="make clang-14 libclang-rt-14-dev libconfig-dev"
+DEB_PKGS="build-essential debhelper dpkg-dev libconfig-dev libcmocka-dev lintian"
 
 case "${1:-}" in
 check) wanted=$CHECK_PKGS ;;
 bench) wanted="$CHECK_PKGS $BENCH_PKGS" ;;
 fuzz) wanted=$FUZZ_PKGS ;;
+deb) wanted=$DEB_PKGS ;;
 conformance) wanted=$CONFORMANCE_PKGS ;;
 *)
-	echo "usage: $0 check|bench|fuzz|conformance" >&2
+	echo "usage: $0 check|bench|fuzz|deb|conformance" >&2
 	exit 2
 	;;
 esac
