@@ -15,6 +15,7 @@
 #include "hooks.h"
 #include "init.h"
 #include "log.h"
+#include "prop_io.h"
 #include "real.h"
 #include "sock.h"
 #include "waits.h"
@@ -216,6 +217,8 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len, ui
 	}
 	if (gate != NULL)
 		tb_sock_hold_slot(s, gate, slot_fd);
+	if (TB_UNLIKELY(set->propagate))
+		tb_pout_connected(fd, s); /* its state is mapped here, never on the data path */
 	tb_sock_set_call(s, start, deadline);
 	tb_stats_call_begin(s, start);
 	/* Now rather than at the first wait, which may come inside a signal handler. */
@@ -278,6 +281,8 @@ TB_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *alen)
 
 	if (nfd >= 0 && TB_UNLIKELY(tb_fd_sock(nfd) != NULL))
 		forget_stale(nfd);
+	if (nfd >= 0 && TB_UNLIKELY(tb_default_settings.scope == TB_SCOPE_REQUEST))
+		tb_pin_accepted(nfd);
 	return nfd;
 }
 
@@ -287,6 +292,8 @@ TB_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 
 	if (nfd >= 0 && TB_UNLIKELY(tb_fd_sock(nfd) != NULL))
 		forget_stale(nfd);
+	if (nfd >= 0 && TB_UNLIKELY(tb_default_settings.scope == TB_SCOPE_REQUEST))
+		tb_pin_accepted(nfd);
 	return nfd;
 }
 
