@@ -170,6 +170,7 @@ static const char *type_error(enum tb_env_kind kind, int t)
 	case TB_ENV_PATH:
 	case TB_ENV_LOG_FORMAT:
 	case TB_ENV_FILE:
+	case TB_ENV_HEADER:
 		return t == CONFIG_TYPE_STRING ? NULL : "wrong type: this setting is a string";
 	}
 	return NULL;
