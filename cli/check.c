@@ -222,7 +222,9 @@ static void value_text(const struct tb_resolved *r, int f, char *buf, size_t len
 		snprintf(buf, len, "%s", tb_env_number(s, var) > 0 ? "true" : "false");
 		return;
 	case TB_ENV_SCOPE:
-		snprintf(buf, len, "%s", s->scope == TB_SCOPE_PROCESS ? "process" : "call");
+		snprintf(buf, len, "%s", s->scope == TB_SCOPE_PROCESS   ? "process"
+					 : s->scope == TB_SCOPE_REQUEST ? "request"
+									: "call");
 		return;
 	case TB_ENV_ON_TIMEOUT:
 		snprintf(buf, len, "%s", s->on_timeout == TB_ON_TIMEOUT_EAGAIN ? "eagain" : "etimedout");
@@ -250,6 +252,7 @@ static void value_text(const struct tb_resolved *r, int f, char *buf, size_t len
 		snprintf(buf, len, "%s", s->log_format == TB_LOG_FORMAT_JSON ? "json" : "logfmt");
 		return;
 	case TB_ENV_FILE:
+	case TB_ENV_HEADER:
 		snprintf(buf, len, "%s", (const char *)s + var->field);
 		return;
 	case TB_ENV_PATH:

@@ -3,6 +3,8 @@
 #include "request.h"
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "budget.h"
@@ -25,23 +27,37 @@ struct tb_req_state {
 	enum tb_req_source in_source; /* TB_REQ_SRC_SCOPE or _HEADER */
 	int64_t in_start;
 	int64_t in_deadline;          /* TB_NEVER: the inbound request has none */
-	char in_header[TB_PROP_HEADER_MAX];
-	char in_value[24];
+	uint8_t in_header;            /* enum tb_req_header of a _HEADER source */
+	char in_value[sizeof(((struct tb_req_tag *)0)->value)];
 	unsigned api_depth;           /* begins not yet ended, overflow included */
 	int64_t api[TB_REQ_API_DEPTH];
-	int64_t api_overflow;         /* the tightest of the levels past the stack */
+	int64_t api_start[TB_REQ_API_DEPTH]; /* when the begin whose deadline it is began */
+	int64_t api_overflow;         /* the deadline of the innermost level past the stack */
+	int64_t api_overflow_start;
 };
 
 static __thread struct tb_req_state req __attribute__((tls_model("initial-exec")));
 
-/* The innermost API level's deadline, TB_NEVER without one. */
-static int64_t api_top(void)
+static atomic_ulong arrived_spent, not_sent;
+
+/* The innermost API level's deadline (and its start), TB_NEVER without one. */
+static int64_t api_top_at(int64_t *start)
 {
 	if (req.api_depth == 0)
 		return TB_NEVER;
-	if (req.api_depth > TB_REQ_API_DEPTH)
+	if (req.api_depth > TB_REQ_API_DEPTH) {
+		*start = req.api_overflow_start;
 		return req.api_overflow;
+	}
+	*start = req.api_start[req.api_depth - 1];
 	return req.api[req.api_depth - 1];
+}
+
+static int64_t api_top(void)
+{
+	int64_t unused;
+
+	return api_top_at(&unused);
 }
 
 /* Recomputes the hot path's deadline from the two sources. */
@@ -60,14 +76,34 @@ void tb_req_inbound_open(int64_t now, int64_t len_ns)
 	req.in_source = TB_REQ_SRC_SCOPE;
 	req.in_start = now;
 	req.in_deadline = len_ns > 0 ? tb_budget_add_sat(now, len_ns) : TB_NEVER;
-	req.in_header[0] = '\0';
+	req.in_header = TB_REQ_HDR_CONFIGURED;
 	req.in_value[0] = '\0';
+	refold();
+}
+
+/* A header's value never extends the budget: only a smaller deadline replaces the one the
+ * settings gave (or none). 0 is valid and means the caller has already given up. */
+void tb_req_inbound_tighten_ns(int64_t ns, enum tb_req_header header, const char *value)
+{
+	int64_t d;
+
+	if (!req.in_open || ns < 0)
+		return;
+	if (ns == 0)
+		atomic_fetch_add_explicit(&arrived_spent, 1, memory_order_relaxed);
+	d = tb_budget_add_sat(req.in_start, ns);
+	if (d >= req.in_deadline)
+		return;
+	req.in_deadline = d;
+	req.in_source = TB_REQ_SRC_HEADER;
+	req.in_header = (uint8_t)header;
+	snprintf(req.in_value, sizeof(req.in_value), "%s", value != NULL ? value : "");
 	refold();
 }
 
 void tb_req_inbound_tighten(const struct tb_prop_deadline *d)
 {
-	(void)d; /* wired once policy/propagate.h is in */
+	(void)d; /* policy/propagate.h's result: wired by tb_req_inbound_tighten_ns */
 }
 
 void tb_req_inbound_close(void)
@@ -80,7 +116,8 @@ void tb_req_inbound_close(void)
 
 int tb_req_api_begin(long ms)
 {
-	int64_t top = api_top(), d;
+	int64_t now = tb_now(), top_start = now, start = now, d;
+	int64_t top = api_top_at(&top_start);
 
 	if (ms < 0) {
 		errno = EINVAL;
@@ -89,13 +126,18 @@ int tb_req_api_begin(long ms)
 	if ((int64_t)ms >= TB_NEVER / TB_NS_PER_MS)
 		d = TB_NEVER;
 	else
-		d = tb_budget_add_sat(tb_now(), (int64_t)ms * TB_NS_PER_MS);
-	if (top < d)
+		d = tb_budget_add_sat(now, (int64_t)ms * TB_NS_PER_MS);
+	if (top < d) { /* nested: the enclosing level's deadline is the smaller */
 		d = top;
-	if (req.api_depth < TB_REQ_API_DEPTH)
+		start = top_start;
+	}
+	if (req.api_depth < TB_REQ_API_DEPTH) {
 		req.api[req.api_depth] = d;
-	else
+		req.api_start[req.api_depth] = start;
+	} else {
 		req.api_overflow = d;
+		req.api_overflow_start = start;
+	}
 	if (req.api_depth < UINT32_MAX)
 		req.api_depth++;
 	refold();
@@ -107,8 +149,12 @@ void tb_req_api_end(void)
 	if (req.api_depth == 0)
 		return;
 	req.api_depth--;
-	if (req.api_depth > TB_REQ_API_DEPTH)
+	if (req.api_depth > TB_REQ_API_DEPTH) {
+		/* Still past the stack: what the overflowed levels asked is not kept; the deepest
+		 * recorded level's deadline applies (never stricter than the program asked). */
 		req.api_overflow = req.api[TB_REQ_API_DEPTH - 1];
+		req.api_overflow_start = req.api_start[TB_REQ_API_DEPTH - 1];
+	}
 	refold();
 }
 
@@ -122,11 +168,38 @@ long tb_req_remaining_ms(void)
 	return now >= d ? 0 : (long)((d - now) / TB_NS_PER_MS);
 }
 
-enum tb_req_source tb_req_describe(char *buf, size_t n)
+int64_t tb_req_bound(const struct tb_settings *set, struct tb_req_tag *tag, int64_t *start)
 {
-	(void)buf;
-	(void)n;
-	return TB_REQ_SRC_NONE;
+	int64_t api_start = 0, api = api_top_at(&api_start);
+
+	if (set->scope == TB_SCOPE_REQUEST && req.in_open && req.in_deadline < api) {
+		tag->source = (uint8_t)req.in_source;
+		tag->header = req.in_header;
+		memcpy(tag->value, req.in_value, sizeof(tag->value));
+		*start = req.in_start;
+		return req.in_deadline;
+	}
+	if (api == TB_NEVER)
+		return TB_NEVER;
+	memset(tag, 0, sizeof(*tag));
+	tag->source = TB_REQ_SRC_API;
+	*start = api_start;
+	return api;
+}
+
+uint64_t tb_req_arrived_spent(void)
+{
+	return atomic_load_explicit(&arrived_spent, memory_order_relaxed);
+}
+
+uint64_t tb_req_not_sent(void)
+{
+	return atomic_load_explicit(&not_sent, memory_order_relaxed);
+}
+
+void tb_req_count_not_sent(void)
+{
+	atomic_fetch_add_explicit(&not_sent, 1, memory_order_relaxed);
 }
 
 void tb_req_fork_child(void)

@@ -54,32 +54,36 @@ int tb_req_api_begin(long ms);
 void tb_req_api_end(void);
 long tb_req_remaining_ms(void);
 
-/*
- * For the log line of a call cut or refused by the request deadline: where it came from.
- * Writes at most `n` bytes of notes (`budget=api`, `budget=request`, or `budget=header
- * header=X-Deadline-Ms value=1000`) to `buf`, NUL-terminated; returns the source.
- */
-enum tb_req_source tb_req_describe(char *buf, size_t n);
+/* The configured header (TIMEBOX_DEADLINE_HEADER) or Envoy's, for the log line. */
+enum tb_req_header { TB_REQ_HDR_CONFIGURED, TB_REQ_HDR_ENVOY };
+
+/* Where a clamped call's deadline came from, packed in 16 bytes that a socket keeps
+ * (struct tb_sock's req_tag: relaxed atomics, read by whoever writes the cut's line). */
+struct tb_req_tag {
+	uint8_t source;  /* enum tb_req_source */
+	uint8_t header;  /* enum tb_req_header, for TB_REQ_SRC_HEADER */
+	char value[14];  /* the header's value as written, NUL-terminated (cut to fit) */
+};
+
+/* The inbound head's deadline: ns from the head's start (< 0: none), which header carried
+ * it and its value as written. tb_req_inbound_tighten's body, without propagate.h. */
+void tb_req_inbound_tighten_ns(int64_t ns, enum tb_req_header header, const char *value);
 
 /*
- * Clamps a step's deadline to the thread's request deadline. Returns true when the
- * request deadline is already spent at `now` (the step must fail at once, nothing sent).
- * *deadline is lowered to the request's when that is smaller; *by_request tells that the
- * request's deadline is the one that now applies.
+ * The request deadline that bounds a call governed by `set`, its tag, and when that budget
+ * began (*start: the inbound head's start, or the begin whose deadline it is): the thread's
+ * (inbound and API) when set->scope is request, the API's alone otherwise (a rule's
+ * `scope = "call"` opts its destinations out of the inbound request's budget). TB_NEVER
+ * when none applies (*tag and *start are then left alone).
+ * @unittest test_request.c
  */
-static inline bool tb_req_clamp(int64_t now, int64_t *deadline, bool *by_request)
-{
-	int64_t r = tb_req_deadline_now;
+int64_t tb_req_bound(const struct tb_settings *set, struct tb_req_tag *tag, int64_t *start);
 
-	*by_request = false;
-	if (__builtin_expect(r == TB_NEVER, 1))
-		return false;
-	if (r <= *deadline) {
-		*deadline = r;
-		*by_request = true;
-	}
-	return now >= r;
-}
+/* Counters for the statistics (per process): inbound requests whose budget arrived
+ * already spent (a header of 0), and outbound requests not sent for a spent budget. */
+uint64_t tb_req_arrived_spent(void);
+uint64_t tb_req_not_sent(void);
+void tb_req_count_not_sent(void);
 
 /* In a forked child: the parent's request (another process's thread) does not carry over. */
 void tb_req_fork_child(void);
