@@ -128,6 +128,16 @@ own_call:
 	return tb_real.sendmsg(fd, &own, own_flags);
 }
 
+/* governed_prop for one buffer (write, send): its own frame, so that the plain send path
+ * keeps none for the iovec (measured: +5 instructions per exchange when it did). */
+static TB_SLOW ssize_t governed_prop_one(struct tb_sock *s, int fd, const void *buf, size_t n,
+					 int own_flags)
+{
+	struct iovec one = { .iov_base = (void *)buf, .iov_len = n };
+
+	return governed_prop(s, fd, &one, 1, own_flags, NULL);
+}
+
 /*
  * The body for a governed socket, kept out of line (TB_SLOW): inlined, its stack frame
  * would make every hook save and restore registers even for an untracked fd, whose whole
@@ -250,11 +260,8 @@ static TB_SLOW ssize_t governed_send_try(struct tb_sock *s, int fd, const void *
 
 static TB_SLOW ssize_t governed_write(struct tb_sock *s, int fd, const void *buf, size_t n)
 {
-	if (TB_UNLIKELY(tb_pout_wanted(s))) {
-		struct iovec one = { .iov_base = (void *)buf, .iov_len = n };
-
-		return governed_prop(s, fd, &one, 1, -1, NULL);
-	}
+	if (TB_UNLIKELY(tb_pout_wanted(s)))
+		return governed_prop_one(s, fd, buf, n, -1);
 	/* write(2) on a connected stream socket is send(2) with no flags. */
 	return governed_send_try(s, fd, buf, n, -1);
 }
@@ -349,11 +356,8 @@ TB_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int fla
 
 static TB_SLOW ssize_t governed_send(struct tb_sock *s, int fd, const void *buf, size_t n, int flags)
 {
-	if (TB_UNLIKELY(tb_pout_wanted(s))) {
-		struct iovec one = { .iov_base = (void *)buf, .iov_len = n };
-
-		return governed_prop(s, fd, &one, 1, flags, NULL);
-	}
+	if (TB_UNLIKELY(tb_pout_wanted(s)))
+		return governed_prop_one(s, fd, buf, n, flags);
 	if (!(flags & MSG_DONTWAIT))
 		return governed_send_try(s, fd, buf, n, flags);
 	GOVERNED(TB_WR, true, !(flags & MSG_NOSIGNAL), buf, NULL, 0, false, tb_real.send(fd, buf, n, flags | MSG_NOSIGNAL));
