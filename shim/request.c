@@ -9,6 +9,7 @@
 
 #include "budget.h"
 #include "clock.h"
+#include "propagate.h"
 
 /* The effective deadline: min(inbound, innermost API level). The hot path reads only this. */
 __thread int64_t tb_req_deadline_now __attribute__((tls_model("initial-exec"))) = TB_NEVER;
@@ -103,7 +104,12 @@ void tb_req_inbound_tighten_ns(int64_t ns, enum tb_req_header header, const char
 
 void tb_req_inbound_tighten(const struct tb_prop_deadline *d)
 {
-	(void)d; /* policy/propagate.h's result: wired by tb_req_inbound_tighten_ns */
+	if (d == NULL || d->ns < 0)
+		return;
+	tb_req_inbound_tighten_ns(d->ns,
+				  d->source == TB_PROP_SRC_ENVOY ? TB_REQ_HDR_ENVOY
+								 : TB_REQ_HDR_CONFIGURED,
+				  d->value);
 }
 
 void tb_req_inbound_close(void)
