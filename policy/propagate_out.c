@@ -34,6 +34,7 @@ enum {
 #define PF_SKIP_INS 0x04u /* no insert at rl_end: the program's copy carries the value */
 #define PF_OV_NEW   0x08u /* arm the in-place value for the copy at copy_at */
 #define PF_MISSED   0x10u /* the send goes unchanged although rl_end wanted a header */
+#define PF_ACTIVE   0x20u /* a plan awaits tb_prop_out_sent (its in may be NULL: n == 0) */
 
 /* tb_prop_out.rflags: this request's outcome */
 #define RF_CARRIED 0x1u
@@ -374,6 +375,7 @@ int tb_prop_out_plan(struct tb_prop_out *o, const char *header_name, int64_t rem
 	o->in = in;
 	o->inn = inn;
 	o->name = name;
+	o->pflags = PF_ACTIVE;
 	o->cover = n;
 	nlen = name_len(name);
 	ms = remaining_ms < 0 ? 0
@@ -448,7 +450,7 @@ int tb_prop_out_plan(struct tb_prop_out *o, const char *header_name, int64_t rem
 	/* Does not fit, nothing owed: the program's own send, unchanged. */
 	if (o->pflags & PF_OV_NEW)
 		o->ov_len = 0;
-	o->pflags = (o->pflags & (PF_INS_NEW | PF_SKIP_INS)) ? PF_MISSED : 0;
+	o->pflags = PF_ACTIVE | ((o->pflags & (PF_INS_NEW | PF_SKIP_INS)) ? PF_MISSED : 0);
 	o->at_ins = o->sub_at = NONE;
 	o->ins_plan = 0;
 	o->sub_len = 0;
@@ -463,8 +465,8 @@ size_t tb_prop_out_sent(struct tb_prop_out *o, size_t k)
 	unsigned nlen;
 	int i;
 
-	if (!in)
-		return k;
+	if (!(o->pflags & PF_ACTIVE))
+		return k; /* the plan's O(1) pass-through: a body, or not HTTP */
 	if (k > o->cover + o->ins_plan)
 		k = o->cover + o->ins_plan;
 	p = k;
