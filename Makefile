@@ -302,7 +302,7 @@ clean:
 FUZZ_CC      ?= clang-14
 FUZZ_SECONDS ?= 600
 FUZZ_TARGETS ?= duration env config match dest frame_pick frame_http frame_tls frame_pg \
-                frame_resp
+                frame_resp propagate
 FUZZ_BUILD   := build/fuzz
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE $(WARN) -g -O1 \
                 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \

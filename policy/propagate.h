@@ -104,38 +104,46 @@ const struct tb_prop_deadline *tb_prop_in_result(const struct tb_prop_in *p);
  * whitespace included, spans at most this many bytes. */
 #define TB_PROP_SPAN_MAX 32
 
+/* The outbound request's scanner: what the bytes accepted so far make of the request. */
+struct tb_prop_scan {
+	uint32_t hbytes;  /* bytes of the head so far */
+	uint32_t num;     /* the program's copy's digits so far */
+	uint8_t st;       /* where in the request (propagate.c's OUT_*) */
+	uint8_t pos;      /* position in a literal or in the configured name */
+	uint8_t cand;     /* the configured name still matches */
+	uint8_t vst;      /* the program's copy's value: its state */
+	uint8_t ndig;     /* ... its digits */
+	uint8_t unit;     /* ... its unit letter (0: plain milliseconds) */
+	uint8_t vlen;     /* ... its bytes so far, whitespace included (saturates) */
+	uint8_t flags;    /* propagate.c's SF_* */
+};
+
 /*
  * The outbound planner of one governed socket that propagates: written only by the thread
  * that sends on it (a socket two threads write at once has no meaningful request stream).
  * All fields are private to propagate.c.
  */
 struct tb_prop_out {
+	struct tb_prop_scan m;  /* the stream as far as the kernel accepted it */
 	const struct iovec *in; /* the plan's input, kept only until tb_prop_out_sent */
+	const char *name;  /* the plan's header name, likewise */
 	int inn;
-	uint32_t cover;    /* program bytes the plan covers (< n: a truncated plan) */
-	uint32_t at_ins;   /* the plan inserts before this program byte (UINT32_MAX: no) */
-	uint32_t ov_at;    /* the plan's in-place value begins at this program byte (or MAX) */
-	uint32_t ov_line;  /* ... and its line at this one */
-	uint32_t hbytes;   /* bytes of the head so far */
+	size_t cover;      /* program bytes the plan covers (< n: a truncated plan) */
+	uint32_t rl_end;   /* the request line ends before this program byte (or MAX) */
+	uint32_t at_ins;   /* the plan's inserted bytes go before this program byte (or MAX) */
+	uint32_t sub_at;   /* the plan's in-place bytes cover program bytes from here */
+	uint32_t copy_at;  /* the program's copy's line begins here in this plan (or MAX) */
 	uint32_t ins_ms;   /* the inserted value */
-	uint32_t ov_ms;    /* the in-place value */
-	uint8_t ins_len;   /* the inserted line's length (0: none owed) */
-	uint8_t ins_off;   /* ... bytes of it already accepted */
-	uint8_t ins_pre;   /* ... bytes owed at the plan's start (the rest of a partial one) */
-	uint8_t ov_len;    /* the in-place value's length (0: none armed) */
-	uint8_t ov_off;    /* ... bytes of it already sent */
-	uint8_t ov_unit;   /* ... written with a grpc unit 'm' (1) or plain (0) */
-	uint8_t st;        /* where in the request (propagate.c's OUT_*) */
-	uint8_t pos;       /* position in a literal or a name */
-	uint8_t cand;      /* the configured name still matches */
-	uint8_t vst;       /* the program's copy's value: its state */
-	uint8_t ndig;      /* ... its digits */
-	uint8_t unit;      /* ... its unit */
-	uint8_t flags;     /* per-request facts (propagate.c's OF_*) */
-	uint8_t vlen;      /* ... its span so far */
-	uint32_t num;      /* ... its digits' value */
-	uint32_t line;     /* offset in the send where the current line began (or MAX) */
-	uint32_t vstart;   /* offset in the send where the current value began */
+	uint32_t ov_ms;    /* the in-place value (armed when ov_len > 0) */
+	uint8_t ins_len;   /* the inserted line's length (0: none owed or planned) */
+	uint8_t ins_off;   /* ... bytes of it accepted */
+	uint8_t ins_plan;  /* ... bytes of it in the plan */
+	uint8_t sub_len;   /* the plan's in-place bytes */
+	uint8_t sub_from;  /* ... from this byte of the in-place value */
+	uint8_t ov_len;    /* the in-place value's span (0: none armed) */
+	uint8_t ov_fl;     /* ... its form (propagate.c's OV_*) */
+	uint8_t pflags;    /* the plan's decisions (propagate.c's PF_*) */
+	uint8_t rflags;    /* this request's outcome (propagate.c's RF_*) */
 };
 
 /* The next byte the program sends starts a request. */
