@@ -169,7 +169,7 @@ static __attribute__((noinline)) int connect_request(const struct tb_settings *s
 	*by_request = true;
 	if (now < r)
 		return TB_STEP_GO;
-	tb_req_count_not_sent();
+	tb_stats_not_sent(d);
 	tb_log_timeout_budget(TB_PHASE_DEADLINE, d, fd, now - start, r - start, 0, NULL, tag);
 	return TB_STEP_REFUSED_REQUEST;
 }

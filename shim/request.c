@@ -3,13 +3,13 @@
 #include "request.h"
 
 #include <errno.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "budget.h"
 #include "clock.h"
 #include "propagate.h"
+#include "stats.h"
 
 /* The effective deadline: min(inbound, innermost API level). The hot path reads only this. */
 __thread int64_t tb_req_deadline_now __attribute__((tls_model("initial-exec"))) = TB_NEVER;
@@ -39,7 +39,6 @@ struct tb_req_state {
 
 static __thread struct tb_req_state req __attribute__((tls_model("initial-exec")));
 
-static atomic_ulong arrived_spent, not_sent;
 
 /* The innermost API level's deadline (and its start), TB_NEVER without one. */
 static int64_t api_top_at(int64_t *start)
@@ -91,7 +90,7 @@ void tb_req_inbound_tighten_ns(int64_t ns, enum tb_req_header header, const char
 	if (!req.in_open || ns < 0)
 		return;
 	if (ns == 0)
-		atomic_fetch_add_explicit(&arrived_spent, 1, memory_order_relaxed);
+		tb_stats_arrived_spent();
 	d = tb_budget_add_sat(req.in_start, ns);
 	if (d >= req.in_deadline)
 		return;
@@ -191,21 +190,6 @@ int64_t tb_req_bound(const struct tb_settings *set, struct tb_req_tag *tag, int6
 	tag->source = TB_REQ_SRC_API;
 	*start = api_start;
 	return api;
-}
-
-uint64_t tb_req_arrived_spent(void)
-{
-	return atomic_load_explicit(&arrived_spent, memory_order_relaxed);
-}
-
-uint64_t tb_req_not_sent(void)
-{
-	return atomic_load_explicit(&not_sent, memory_order_relaxed);
-}
-
-void tb_req_count_not_sent(void)
-{
-	atomic_fetch_add_explicit(&not_sent, 1, memory_order_relaxed);
 }
 
 void tb_req_fork_child(void)

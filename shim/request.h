@@ -79,11 +79,6 @@ void tb_req_inbound_tighten_ns(int64_t ns, enum tb_req_header header, const char
  */
 int64_t tb_req_bound(const struct tb_settings *set, struct tb_req_tag *tag, int64_t *start);
 
-/* Counters for the statistics (per process): inbound requests whose budget arrived
- * already spent (a header of 0), and outbound requests not sent for a spent budget. */
-uint64_t tb_req_arrived_spent(void);
-uint64_t tb_req_not_sent(void);
-void tb_req_count_not_sent(void);
 
 /* In a forked child: the parent's request (another process's thread) does not carry over. */
 void tb_req_fork_child(void);

@@ -359,7 +359,6 @@ enum tb_lookup_plan tb_lookup_plan(struct tb_lookup *lk, const char *name, int a
 			if (now >= r) {
 				start = rstart;
 				step = TB_STEP_EXPIRED;
-				tb_req_count_not_sent();
 			}
 		}
 	}

@@ -239,7 +239,7 @@ static __attribute__((noinline)) int step_request(struct tb_sock *s, const struc
 	if (now < r)
 		return TB_STEP_GO;
 	atomic_store_explicit(&s->call_start, start, memory_order_relaxed);
-	tb_req_count_not_sent();
+	tb_stats_not_sent(&s->dest); /* inside the caller's section (sock.h, rule 12) */
 	return TB_STEP_EXPIRED;
 }
 
