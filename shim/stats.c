@@ -533,7 +533,8 @@ void tb_stats_not_sent(const struct tb_dest *d)
 {
 	int i;
 
-	if (seg == NULL)
+	/* ready(), not seg: a refused connect may be the process's first (no segment yet). */
+	if (!ready())
 		return;
 	i = row_of(d);
 	if (i >= 0)

@@ -123,10 +123,10 @@ def read_events(path):
     return out
 
 
-def run_chain(env, db, label):
+def run_chain(env, db, label, stats=False):
     """Starts inventory and order with env, sends the client's request, waits until both
-    servers have finished with it; returns (events relative to the client's send in ms,
-    the client's outcome, inventory's stderr)."""
+    servers have finished with it; returns (events relative to the client's send in ms, with
+    the client's outcome; inventory's stderr; with stats, inventory's `timebox stats`)."""
     d = tempfile.mkdtemp(prefix="tb-chain-")
     events = os.path.join(d, "events")
     procs = []
@@ -175,7 +175,13 @@ def run_chain(env, db, label):
         for tier, err in (("order", order_err), ("inventory", inv_err)):
             for line in lib.tb_lines(err):
                 print("  %s's log: %s" % (tier, line))
-        return ev, inv_err
+        st = None
+        if stats:
+            st = subprocess.run([lib.LAUNCHER, "stats", str(inv.pid)], capture_output=True,
+                                text=True, timeout=30)
+            print("  inventory's timebox stats:\n    " + "\n    ".join(st.stdout.splitlines()))
+            assert st.returncode == 0, st
+        return ev, inv_err, st and st.stdout
     finally:
         for p in procs:
             p.kill()
@@ -190,7 +196,7 @@ def test_chain_budget_shrinks_and_spent_call_not_sent():
     db = Db()
     try:
         # Without timebox: the servers work on for the whole 3 s; db is asked anyway.
-        ev, _ = run_chain(lib.native_env(), db, "without timebox")
+        ev, _, _ = run_chain(lib.native_env(), db, "without timebox")
         client_end = ev[("client", "end")][0]
         assert client_end >= CLIENT_MS, ev                        # the client allowed 1 s
         assert ev[("inventory", "start")][1] == "-", ev
@@ -205,7 +211,7 @@ def test_chain_budget_shrinks_and_spent_call_not_sent():
         # With timebox on order and inventory: one shrinking budget.
         env = lib.preload_env({"TIMEBOX_SCOPE": "request", "TIMEBOX_PROPAGATE": "1",
                                "TIMEBOX_DEADLINE": "5s"})
-        ev, inv_err = run_chain(env, db, "with timebox")
+        ev, inv_err, stats = run_chain(env, db, "with timebox", stats=True)
         order_told = int(ev[("order", "start")][1])
         inv_told = int(ev[("inventory", "start")][1])
         assert order_told == CLIENT_MS, ev
@@ -223,5 +229,8 @@ def test_chain_budget_shrinks_and_spent_call_not_sent():
         refused = lib.tb_records(inv_err, event="timeout")
         assert refused and refused[0].get("budget") == "header", inv_err
         assert ev[("inventory", "db")][0] >= WORK_MS, ev
+        row = [line.split() for line in stats.splitlines()
+               if line.startswith("127.0.0.1:%d " % db.port)]
+        assert row and row[0][-1] == "1", stats                   # NOT_SENT: 1
     finally:
         db.close()
