@@ -325,14 +325,14 @@ def test_check_warnings_text_and_json():
         r = check("--inbound", "800ms", conf)
         assert r.returncode == 1, r
         assert "%s:2: warning: [no-deadline] defaults: read_timeout is 1s" % conf in r.stdout, r
-        assert r.stdout.count("    fix: ") == 7, r
+        assert r.stdout.count("    fix: ") == 8, r
         r = check("--inbound", "800ms", "--format=json", conf)
         report = json.loads(r.stdout)
         assert r.returncode == 1 and report["status"] == 1, r
         assert sorted(w["rule"] for w in report["warnings"]) == sorted([
             "no-deadline", "retries-exceed-deadline", "cap-vs-littles-law",
             "phase-never-fires", "deadline-exceeds-inbound", "cap-vs-littles-law",
-            "unbounded-gate-wait"]), report
+            "unbounded-gate-wait", "retries-exceed-request-budget"]), report
         assert {w["line"] for w in report["warnings"]} == {2, 5, 8, 11}, report
     finally:
         os.unlink(conf)
