@@ -342,9 +342,12 @@ static int build(const struct tb_prop_out *o, const struct iovec *in, int inn,
 	return cnt;
 }
 
-/* Clears what a plan leaves for tb_prop_out_sent. */
+/* Clears what a plan leaves for tb_prop_out_sent (a plan never followed by its sent()
+ * leaves no in-place value armed either). */
 static void plan_clear(struct tb_prop_out *o)
 {
+	if (o->pflags & PF_OV_NEW)
+		o->ov_len = 0;
 	o->in = NULL;
 	o->name = NULL;
 	o->inn = 0;
@@ -440,7 +443,19 @@ int tb_prop_out_plan(struct tb_prop_out *o, const char *header_name, int64_t rem
 	if (!o->ins_plan && !o->sub_len)
 		return 0; /* nothing to change here: tb_prop_out_sent follows the bytes */
 	owed = (o->pflags & PF_INS_OWED) || (o->sub_len && !(o->pflags & PF_OV_NEW));
-	cnt = build(o, in, inn, out, outmax < 0 ? 0 : outmax, scratch, ins_base, &cover, &ins_in);
+	if (outmax < 1) {
+		/* no room at all (the caller's mistake): what was owed cannot go in order;
+		 * the header of this request is given up rather than sent out of place */
+		o->ins_len = o->ins_off = 0;
+		o->ov_len = 0;
+		o->pflags = PF_ACTIVE | PF_MISSED;
+		o->rl_end = 0;
+		o->at_ins = o->sub_at = NONE;
+		o->ins_plan = 0;
+		o->sub_len = 0;
+		return 0;
+	}
+	cnt = build(o, in, inn, out, outmax, scratch, ins_base, &cover, &ins_in);
 	if (cover == n && ins_in)
 		return cnt;
 	if (owed) {
@@ -508,6 +523,7 @@ size_t tb_prop_out_sent(struct tb_prop_out *o, size_t k)
 		o->ov_len = 0;
 	if (o->ov_len && (copy_done || o->m.st >= OUT_BODY))
 		o->ov_len = 0;
+	o->pflags = 0; /* committed */
 	plan_clear(o);
 	return p;
 }
