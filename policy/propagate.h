@@ -96,8 +96,9 @@ bool tb_prop_in_started(const struct tb_prop_in *p);
 /* The head's deadline: complete once a feed returned TB_PIN_HEAD_DONE. */
 const struct tb_prop_deadline *tb_prop_in_result(const struct tb_prop_in *p);
 
-/* The caller's scratch for one plan: the inserted header line and an in-place value. */
-#define TB_PROP_SCRATCH 128
+/* The caller's scratch for one plan: the inserted header line, an in-place value, and
+ * what tb_prop_out_sent resumes from. */
+#define TB_PROP_SCRATCH 160
 /* A plan needs at most this many iovecs beyond the program's own count. */
 #define TB_PROP_IOV_EXTRA 4
 /* A copy of the header the program wrote itself is replaced only when its value, optional
@@ -127,12 +128,13 @@ struct tb_prop_out {
 	struct tb_prop_scan m;  /* the stream as far as the kernel accepted it */
 	const struct iovec *in; /* the plan's input, kept only until tb_prop_out_sent */
 	const char *name;  /* the plan's header name, likewise */
-	int inn;
+	char *scratch;     /* the plan's scratch, likewise */
 	size_t cover;      /* program bytes the plan covers (< n: a truncated plan) */
 	uint32_t rl_end;   /* the request line ends before this program byte (or MAX) */
 	uint32_t at_ins;   /* the plan's inserted bytes go before this program byte (or MAX) */
 	uint32_t sub_at;   /* the plan's in-place bytes cover program bytes from here */
 	uint32_t copy_at;  /* the program's copy's line begins here in this plan (or MAX) */
+	int inn;           /* the plan's input's count */
 	uint32_t ins_ms;   /* the inserted value */
 	uint32_t ov_ms;    /* the in-place value (armed when ov_len > 0) */
 	uint8_t ins_len;   /* the inserted line's length (0: none owed or planned) */
