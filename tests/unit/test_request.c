@@ -196,6 +196,31 @@ static void test_api_inside_a_request(void **state)
 	assert_true(tb_req_deadline() == TB_NEVER);
 }
 
+static void *begin_and_exit(void *arg)
+{
+	struct tb_req_state **slot = arg;
+
+	assert_int_equal(tb_req_api_begin(500), 0);
+	*slot = tb_req_cur;
+	return NULL; /* exits with its level still open: the key's destructor gives it back */
+}
+
+/* A thread's state is its own, and given back to the pool when the thread exits. */
+static void test_slot_given_back_at_thread_exit(void **state)
+{
+	struct tb_req_state *slot = NULL;
+	pthread_t t;
+
+	(void)state;
+	reset();
+	assert_int_equal(pthread_create(&t, NULL, begin_and_exit, &slot), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_non_null(slot);
+	assert_true(slot != tb_req_cur);
+	assert_false(atomic_load(&slot->taken));
+	assert_true(tb_req_deadline() == TB_NEVER); /* the other thread's level is not ours */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -205,6 +230,7 @@ int main(void)
 		cmocka_unit_test(test_api_deeper_than_the_stack),
 		cmocka_unit_test(test_inbound_open_tighten_close),
 		cmocka_unit_test(test_api_inside_a_request),
+		cmocka_unit_test(test_slot_given_back_at_thread_exit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
