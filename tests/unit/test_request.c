@@ -151,6 +151,19 @@ static void test_inbound_open_tighten_close(void **state)
 	assert_int_equal(tag.header, TB_REQ_HDR_ENVOY);
 	assert_string_equal(tag.value, "200");
 	assert_int_equal(arrived_spent, 0);
+	{ /* propagate.h's result, as the inbound wiring passes it */
+		struct tb_prop_deadline d = { .ns = 150 * MS, .source = TB_PROP_SRC_HEADER };
+
+		memcpy(d.value, "150m", 5);
+		tb_req_inbound_tighten(&d);
+		assert_true(tb_req_deadline() == T0 + 150 * MS);
+		assert_true(tb_req_bound(&s, &tag, &start) == T0 + 150 * MS);
+		assert_int_equal(tag.header, TB_REQ_HDR_CONFIGURED);
+		assert_string_equal(tag.value, "150m");
+		d.ns = -1; /* none found */
+		tb_req_inbound_tighten(&d);
+		assert_true(tb_req_deadline() == T0 + 150 * MS);
+	}
 	tb_req_inbound_tighten_ns(0, TB_REQ_HDR_CONFIGURED, "0");
 	assert_true(tb_req_deadline() == T0);
 	assert_int_equal(arrived_spent, 1);
