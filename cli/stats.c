@@ -201,10 +201,10 @@ static void table(const struct tb_stats_seg *seg)
 	if (atomic_load(&seg->arrived_spent) > 0)
 		printf(", %llu inbound requests arrived with their budget spent",
 		       (unsigned long long)atomic_load(&seg->arrived_spent));
-	printf("\n%-22s %-16s %6s %7s %5s %4s %7s %7s %6s %s %7s %7s %8s %8s %s %s\n", "DEST", "HOST",
+	printf("\n%-22s %-16s %6s %7s %5s %4s %7s %7s %6s %s %7s %7s %8s %8s %8s %s\n", "DEST", "HOST",
 	       "LEASED", "PENDING", "AVAIL", "MAX", "CALLS", "DONE", "REJECT",
 	       "CUTS gate/conn/write/fb/read/dl", "FB_P50", "FB_P99", "CALL_P50", "CALL_P99",
-	       "NOTICES tls_answered_wait/framing_raw", "NOT_SENT");
+	       "NOT_SENT", "NOTICES tls_answered_wait/framing_raw");
 	for (int i = 0; i < n; i++) {
 		const struct tb_stats_row *r = &rows[i];
 		char cuts[160], avail[24], notices[48];
@@ -221,14 +221,14 @@ static void table(const struct tb_stats_seg *seg)
 		else
 			snprintf(avail, sizeof(avail), "-");
 		printf("%-22s %-16.16s %6ld %7ld %5s %4ld %7llu %7llu %6llu %-31s %7s %7s %8s %8s "
-		       "%-37s %llu\n",
+		       "%8llu %s\n",
 		       r->dest, r->host[0] ? r->host : "-", r->leased, r->pending, avail, r->max,
 		       r->calls, r->completed, r->rejects, cuts,
 		       lat(tb_hist_quantile(&r->hist[TB_HIST_FIRST_BYTE], 0.5), a, sizeof(a)),
 		       lat(tb_hist_quantile(&r->hist[TB_HIST_FIRST_BYTE], 0.99), b, sizeof(b)),
 		       lat(tb_hist_quantile(&r->hist[TB_HIST_CALL], 0.5), c, sizeof(c)),
-		       lat(tb_hist_quantile(&r->hist[TB_HIST_CALL], 0.99), d, sizeof(d)), notices,
-		       r->not_sent);
+		       lat(tb_hist_quantile(&r->hist[TB_HIST_CALL], 0.99), d, sizeof(d)),
+		       r->not_sent, notices);
 	}
 	fflush(stdout);
 }

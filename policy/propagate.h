@@ -96,8 +96,9 @@ bool tb_prop_in_started(const struct tb_prop_in *p);
 /* The head's deadline: complete once a feed returned TB_PIN_HEAD_DONE. */
 const struct tb_prop_deadline *tb_prop_in_result(const struct tb_prop_in *p);
 
-/* The caller's scratch for one plan: the inserted header line and an in-place value. */
-#define TB_PROP_SCRATCH 128
+/* The caller's scratch for one plan: the inserted header line, an in-place value, and
+ * what tb_prop_out_sent resumes from. */
+#define TB_PROP_SCRATCH 160
 /* A plan needs at most this many iovecs beyond the program's own count. */
 #define TB_PROP_IOV_EXTRA 4
 /* A copy of the header the program wrote itself is replaced only when its value, optional
@@ -127,12 +128,13 @@ struct tb_prop_out {
 	struct tb_prop_scan m;  /* the stream as far as the kernel accepted it */
 	const struct iovec *in; /* the plan's input, kept only until tb_prop_out_sent */
 	const char *name;  /* the plan's header name, likewise */
-	int inn;
+	char *scratch;     /* the plan's scratch, likewise */
 	size_t cover;      /* program bytes the plan covers (< n: a truncated plan) */
 	uint32_t rl_end;   /* the request line ends before this program byte (or MAX) */
 	uint32_t at_ins;   /* the plan's inserted bytes go before this program byte (or MAX) */
 	uint32_t sub_at;   /* the plan's in-place bytes cover program bytes from here */
 	uint32_t copy_at;  /* the program's copy's line begins here in this plan (or MAX) */
+	int inn;           /* the plan's input's count */
 	uint32_t ins_ms;   /* the inserted value */
 	uint32_t ov_ms;    /* the in-place value (armed when ov_len > 0) */
 	uint8_t ins_len;   /* the inserted line's length (0: none owed or planned) */
@@ -155,10 +157,14 @@ void tb_prop_out_reset(struct tb_prop_out *o);
  * not plan it); above TB_PROP_MS_MAX nothing is written (the header cannot say it). Writes
  * at most `outmax` iovecs to `out`: pieces of the program's buffers, plus bytes in
  * `scratch` (>= TB_PROP_SCRATCH bytes). The caller keeps `in` (the array and its bytes) and
- * `scratch` valid and unchanged until tb_prop_out_sent, which it calls once after the
- * kernel's call, with the kernel's count (0 after a failure).
+ * `scratch` valid and unchanged until tb_prop_out_sent, which it calls exactly once after
+ * the kernel's call, with the kernel's count (0 after a failure: nothing is committed).
  * Returns the number of iovecs, or 0 when the send goes out unchanged (the caller sends the
- * program's own iovecs; tb_prop_out_sent is still called with the kernel's count).
+ * program's own iovecs; tb_prop_out_sent is still called with the kernel's count). On a
+ * body or a stream that is not HTTP, it returns 0 at once and sent() returns k: O(1).
+ * The decisions are taken per send: the program's copy counts as whole when its line is
+ * whole in this send (the kernel's partial accepts never change what goes on the wire;
+ * how the program itself splits its writes can). in may be NULL when inn == 0.
  *
  * outmax: a plan needs at most inn + TB_PROP_IOV_EXTRA iovecs. When bytes are owed (the
  * rest of an inserted line, or of an in-place value, accepted only in part), they go first
@@ -166,6 +172,8 @@ void tb_prop_out_reset(struct tb_prop_out *o);
  * short count, which the program meets after any partial write); with outmax == 1 it
  * sends only owed bytes. Otherwise a plan that does not fit sends the call unchanged: if
  * that passes the request line's end, the request carries no header (tb_prop_out_missed).
+ * outmax < 1 is the caller's mistake: the send goes unchanged and the request's header is
+ * given up, owed bytes included.
  * header_name: the configured header (NULL: TB_PROP_HEADER_DEFAULT), the same on every call.
  */
 int tb_prop_out_plan(struct tb_prop_out *o, const char *header_name, int64_t remaining_ms,
@@ -189,8 +197,8 @@ bool tb_prop_out_pending(const struct tb_prop_out *o);
 /* This request carries the header: inserted, or the program's own copy kept or lowered. */
 bool tb_prop_out_carried(const struct tb_prop_out *o);
 
-/* This request's header could not be written (a plan did not fit in outmax iovecs, or the
- * program's own copy could not be lowered in place): for one log line. */
+/* This request's header could not be written (a plan did not fit in outmax iovecs): for
+ * one log line. Both stay until tb_prop_out_reset. */
 bool tb_prop_out_missed(const struct tb_prop_out *o);
 
 #endif

@@ -48,8 +48,8 @@ void tb_prop_out_reset(struct tb_prop_out *o)
 /* One byte of the program's request as far as the head goes (m->st < OUT_BODY): the
  * request line validated, header lines told apart, the first copy of the configured
  * header's value followed. Returns EV_* bits. */
-static unsigned scan_step(struct tb_prop_scan *m, unsigned char c, const char *name,
-			  unsigned nlen)
+static inline unsigned scan_step(struct tb_prop_scan *m, unsigned char c, const char *name,
+				 unsigned nlen)
 {
 	unsigned ev = 0;
 
@@ -214,7 +214,8 @@ static bool ov_text(char *dst, uint32_t ms, unsigned len, unsigned fl)
 
 /* Where the in-place value sits in the scratch: after the inserted line. */
 #define SCRATCH_OV (TB_PROP_HEADER_MAX + 16)
-_Static_assert(SCRATCH_OV + TB_PROP_SPAN_MAX <= TB_PROP_SCRATCH, "scratch too small");
+/* ... and what sent() resumes from, after that. */
+#define SCRATCH_RESUME (SCRATCH_OV + TB_PROP_SPAN_MAX)
 
 /* What a plan's first pass learns of the send. */
 struct look {
@@ -226,7 +227,19 @@ struct look {
 	bool copy_end;     /* the copy's value ended in this send */
 	int64_t copy_ns;   /* ... its deadline (-1: malformed) */
 	uint8_t copy_len, copy_unit, copy_lead;
+	struct tb_prop_scan end; /* the scan where the first pass stopped ... */
+	uint32_t end_off;        /* ... before this byte */
 };
+
+/* What tb_prop_out_sent reuses of the first pass (kept in the caller's scratch, which
+ * lives until then): when the kernel took at least the bytes the pass scanned, the scan
+ * resumes there instead of starting over (a request's head is scanned once, not twice). */
+struct resume {
+	struct tb_prop_scan m;
+	uint32_t off;
+	uint8_t copy_end;
+};
+_Static_assert(SCRATCH_RESUME + sizeof(struct resume) <= TB_PROP_SCRATCH, "scratch too small");
 
 /* The first pass: runs a copy of the scan over the send until the head's end, or until
  * nothing more can change the plan. */
@@ -249,11 +262,11 @@ static void look_ahead(const struct tb_prop_out *o, const char *name, unsigned n
 			unsigned ev;
 
 			if (m.st >= OUT_BODY)
-				return;
+				goto out;
 			/* nothing left to learn: the request line is behind, and so is the copy */
 			if (rl_done && (lk->copy_end ||
 					((m.flags & SF_COPY_SEEN) && !(m.flags & SF_IN_COPY))))
-				return;
+				goto out;
 			ev = scan_step(&m, b[j], name, nlen);
 			if (ev & EV_RL_END) {
 				lk->rl_end = off + 1;
@@ -280,6 +293,9 @@ static void look_ahead(const struct tb_prop_out *o, const char *name, unsigned n
 			}
 		}
 	}
+out:
+	lk->end = m;
+	lk->end_off = off;
 }
 
 /* Walks the program's pieces into `out`, with the inserted bytes (scratch + ins_base,
@@ -342,11 +358,15 @@ static int build(const struct tb_prop_out *o, const struct iovec *in, int inn,
 	return cnt;
 }
 
-/* Clears what a plan leaves for tb_prop_out_sent. */
+/* Clears what a plan leaves for tb_prop_out_sent (a plan never followed by its sent()
+ * leaves no in-place value armed either). */
 static void plan_clear(struct tb_prop_out *o)
 {
+	if (o->pflags & PF_OV_NEW)
+		o->ov_len = 0;
 	o->in = NULL;
 	o->name = NULL;
+	o->scratch = NULL;
 	o->inn = 0;
 	o->pflags = 0;
 	o->ins_plan = 0;
@@ -384,6 +404,12 @@ int tb_prop_out_plan(struct tb_prop_out *o, const char *header_name, int64_t rem
 	look_ahead(o, name, nlen, in, inn, &lk);
 	o->rl_end = lk.rl_end;
 	o->copy_at = lk.copy_at;
+	o->scratch = scratch;
+	{
+		struct resume r = { .m = lk.end, .off = lk.end_off, .copy_end = lk.copy_end };
+
+		memcpy(scratch + SCRATCH_RESUME, &r, sizeof(r));
+	}
 
 	whole = lk.copy_end && lk.copy_at != NONE && lk.copy_ns >= 0 && !o->ov_len &&
 		!(o->m.flags & SF_COPY_SEEN);
@@ -440,7 +466,19 @@ int tb_prop_out_plan(struct tb_prop_out *o, const char *header_name, int64_t rem
 	if (!o->ins_plan && !o->sub_len)
 		return 0; /* nothing to change here: tb_prop_out_sent follows the bytes */
 	owed = (o->pflags & PF_INS_OWED) || (o->sub_len && !(o->pflags & PF_OV_NEW));
-	cnt = build(o, in, inn, out, outmax < 0 ? 0 : outmax, scratch, ins_base, &cover, &ins_in);
+	if (outmax < 1) {
+		/* no room at all (the caller's mistake): what was owed cannot go in order;
+		 * the header of this request is given up rather than sent out of place */
+		o->ins_len = o->ins_off = 0;
+		o->ov_len = 0;
+		o->pflags = PF_ACTIVE | PF_MISSED;
+		o->rl_end = 0;
+		o->at_ins = o->sub_at = NONE;
+		o->ins_plan = 0;
+		o->sub_len = 0;
+		return 0;
+	}
+	cnt = build(o, in, inn, out, outmax, scratch, ins_base, &cover, &ins_in);
 	if (cover == n && ins_in)
 		return cnt;
 	if (owed) {
@@ -460,7 +498,8 @@ int tb_prop_out_plan(struct tb_prop_out *o, const char *header_name, int64_t rem
 size_t tb_prop_out_sent(struct tb_prop_out *o, size_t k)
 {
 	const struct iovec *in = o->in;
-	size_t p = k, h = 0, left;
+	size_t p = k, h = 0, left, from;
+	struct resume r;
 	bool copy_done = false;
 	unsigned nlen;
 	int i;
@@ -474,14 +513,27 @@ size_t tb_prop_out_sent(struct tb_prop_out *o, size_t k)
 		h = k - o->at_ins < o->ins_plan ? k - o->at_ins : o->ins_plan;
 		p = k - h;
 	}
-	/* the stream as far as the kernel took it: the same scan the plan looked ahead with */
+	/* the stream as far as the kernel took it: the same scan the plan looked ahead with,
+	 * resumed where that stopped when the kernel took at least as much */
 	nlen = name_len(o->name);
-	left = p;
+	memcpy(&r, o->scratch + SCRATCH_RESUME, sizeof(r));
+	from = 0;
+	if (p >= r.off) {
+		o->m = r.m;
+		copy_done = r.copy_end;
+		from = r.off;
+	}
+	left = p - from;
 	for (i = 0; i < o->inn && left && o->m.st < OUT_BODY; i++) {
 		const unsigned char *b = in[i].iov_base;
-		size_t j;
+		size_t j = 0;
 
-		for (j = 0; j < in[i].iov_len && left && o->m.st < OUT_BODY; j++, left--)
+		if (from >= in[i].iov_len) {
+			from -= in[i].iov_len;
+			continue;
+		}
+		for (j = from, from = 0; j < in[i].iov_len && left && o->m.st < OUT_BODY;
+		     j++, left--)
 			if (scan_step(&o->m, b[j], o->name, nlen) & EV_COPY_END)
 				copy_done = true;
 	}
@@ -508,6 +560,7 @@ size_t tb_prop_out_sent(struct tb_prop_out *o, size_t k)
 		o->ov_len = 0;
 	if (o->ov_len && (copy_done || o->m.st >= OUT_BODY))
 		o->ov_len = 0;
+	o->pflags = 0; /* committed */
 	plan_clear(o);
 	return p;
 }

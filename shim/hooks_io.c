@@ -97,7 +97,7 @@ static TB_SLOW ssize_t inbound_sendmsg(int fd, const struct msghdr *msg, int fla
  * request line; the program is told how many of its own bytes went. A number found naming
  * no socket at all (ENOTSOCK) gets the program's own call, as the plain paths do.
  */
-static TB_SLOW ssize_t governed_prop(struct tb_sock *s, int fd, const struct iovec *iov,
+static TB_SLOW __attribute__((cold)) ssize_t governed_prop(struct tb_sock *s, int fd, const struct iovec *iov,
 				     size_t iovcnt, int own_flags, const struct msghdr *msg)
 {
 	int flags = (own_flags < 0 ? 0 : own_flags) | MSG_NOSIGNAL;
@@ -130,7 +130,7 @@ own_call:
 
 /* governed_prop for one buffer (write, send): its own frame, so that the plain send path
  * keeps none for the iovec (measured: +5 instructions per exchange when it did). */
-static TB_SLOW ssize_t governed_prop_one(struct tb_sock *s, int fd, const void *buf, size_t n,
+static TB_SLOW __attribute__((cold)) ssize_t governed_prop_one(struct tb_sock *s, int fd, const void *buf, size_t n,
 					 int own_flags)
 {
 	struct iovec one = { .iov_base = (void *)buf, .iov_len = n };

@@ -13,7 +13,7 @@
 #include "clock.h"
 #include "log_sink.h"
 #include "ratelimit.h"
-#include "request.h"
+#include "reqtag.h"
 #include "thread.h"
 
 #define LINE_MAX_LEN 768

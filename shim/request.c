@@ -3,16 +3,17 @@
 #include "request.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "budget.h"
 #include "clock.h"
+#include "log.h"
 #include "propagate.h"
 #include "stats.h"
-
-/* The effective deadline: min(inbound, innermost API level). The hot path reads only this. */
-__thread int64_t tb_req_deadline_now __attribute__((tls_model("initial-exec"))) = TB_NEVER;
 
 /*
  * The API's levels: a small fixed stack (no allocation on any path). A level holds the
@@ -23,13 +24,16 @@ __thread int64_t tb_req_deadline_now __attribute__((tls_model("initial-exec"))) 
  */
 #define TB_REQ_API_DEPTH 16
 
+/* One thread's state, written and read only by that thread (no atomics but `taken`). */
 struct tb_req_state {
+	struct tb_req_head head;      /* first: tb_req_deadline() reads it */
+	atomic_bool taken;            /* the slot belongs to a live thread */
 	bool in_open;
-	enum tb_req_source in_source; /* TB_REQ_SRC_SCOPE or _HEADER */
-	int64_t in_start;
-	int64_t in_deadline;          /* TB_NEVER: the inbound request has none */
+	uint8_t in_source;            /* enum tb_req_source: _SCOPE or _HEADER */
 	uint8_t in_header;            /* enum tb_req_header of a _HEADER source */
 	char in_value[sizeof(((struct tb_req_tag *)0)->value)];
+	int64_t in_start;
+	int64_t in_deadline;          /* TB_NEVER: the inbound request has none */
 	unsigned api_depth;           /* begins not yet ended, overflow included */
 	int64_t api[TB_REQ_API_DEPTH];
 	int64_t api_start[TB_REQ_API_DEPTH]; /* when the begin whose deadline it is began */
@@ -37,8 +41,72 @@ struct tb_req_state {
 	int64_t api_overflow_start;
 };
 
-static __thread struct tb_req_state req __attribute__((tls_model("initial-exec")));
+/*
+ * The states, in a static pool claimed by compare-and-swap at a thread's first use and given
+ * back by the thread-specific key's destructor when the thread exits: no allocation, so a
+ * hook (an inbound read) may claim one. A thread that finds the pool full has no request
+ * budget (its calls keep their own deadlines only), said once.
+ */
+#define TB_REQ_SLOTS 4096
+static struct tb_req_state pool[TB_REQ_SLOTS];
+static atomic_uint next_hint;
+static pthread_key_t key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static bool key_ok;
+static atomic_bool told_full;
 
+__thread struct tb_req_state *tb_req_cur __attribute__((tls_model("initial-exec")));
+
+static void give_back(void *p)
+{
+	struct tb_req_state *st = p;
+
+	if (tb_req_cur == st)
+		tb_req_cur = NULL;
+	atomic_store_explicit(&st->taken, false, memory_order_release);
+}
+
+static void make_key(void)
+{
+	key_ok = pthread_key_create(&key, give_back) == 0;
+}
+
+/* The calling thread's state, claimed on first use; NULL when none can be had. */
+static struct tb_req_state *claim(void)
+{
+	unsigned h;
+
+	if (tb_req_cur != NULL)
+		return tb_req_cur;
+	pthread_once(&key_once, make_key);
+	if (!key_ok)
+		return NULL;
+	h = atomic_fetch_add_explicit(&next_hint, 1, memory_order_relaxed);
+	for (unsigned i = 0; i < TB_REQ_SLOTS; i++) {
+		struct tb_req_state *st = &pool[(h + i) % TB_REQ_SLOTS];
+		bool no = false;
+
+		if (atomic_load_explicit(&st->taken, memory_order_relaxed) ||
+		    !atomic_compare_exchange_strong(&st->taken, &no, true))
+			continue;
+		if (pthread_setspecific(key, st) != 0) {
+			atomic_store(&st->taken, false);
+			return NULL;
+		}
+		memset((char *)st + offsetof(struct tb_req_state, in_open), 0,
+		       sizeof(*st) - offsetof(struct tb_req_state, in_open));
+		st->head.deadline = TB_NEVER;
+		st->in_deadline = TB_NEVER;
+		tb_req_cur = st;
+		return st;
+	}
+	if (!atomic_exchange(&told_full, true))
+		tb_log_error("event=error what=request_budget error=\"more threads than request "
+			     "budgets (4096): a thread past them keeps its calls' own deadlines\"");
+	return NULL;
+}
+
+#define req (*tb_req_cur)
 
 /* The innermost API level's deadline (and its start), TB_NEVER without one. */
 static int64_t api_top_at(int64_t *start)
@@ -67,11 +135,13 @@ static void refold(void)
 
 	if (req.in_open && req.in_deadline < d)
 		d = req.in_deadline;
-	tb_req_deadline_now = d;
+	req.head.deadline = d;
 }
 
 void tb_req_inbound_open(int64_t now, int64_t len_ns)
 {
+	if (claim() == NULL)
+		return;
 	req.in_open = true;
 	req.in_source = TB_REQ_SRC_SCOPE;
 	req.in_start = now;
@@ -86,8 +156,9 @@ void tb_req_inbound_open(int64_t now, int64_t len_ns)
 void tb_req_inbound_tighten_ns(int64_t ns, enum tb_req_header header, const char *value)
 {
 	int64_t d;
+	size_t n;
 
-	if (!req.in_open || ns < 0)
+	if (tb_req_cur == NULL || !req.in_open || ns < 0)
 		return;
 	if (ns == 0)
 		tb_stats_arrived_spent();
@@ -97,7 +168,11 @@ void tb_req_inbound_tighten_ns(int64_t ns, enum tb_req_header header, const char
 	req.in_deadline = d;
 	req.in_source = TB_REQ_SRC_HEADER;
 	req.in_header = (uint8_t)header;
-	snprintf(req.in_value, sizeof(req.in_value), "%s", value != NULL ? value : "");
+	/* Cut to the tag's size (a value is at most 8 digits and a unit when well formed). */
+	n = value != NULL ? strnlen(value, sizeof(req.in_value) - 1) : 0;
+	if (n > 0)
+		memcpy(req.in_value, value, n);
+	req.in_value[n] = '\0';
 	refold();
 }
 
@@ -113,7 +188,7 @@ void tb_req_inbound_tighten(const struct tb_prop_deadline *d)
 
 void tb_req_inbound_close(void)
 {
-	if (!req.in_open)
+	if (tb_req_cur == NULL || !req.in_open)
 		return;
 	req.in_open = false;
 	refold();
@@ -121,13 +196,15 @@ void tb_req_inbound_close(void)
 
 int tb_req_api_begin(long ms)
 {
-	int64_t now = tb_now(), top_start = now, start = now, d;
-	int64_t top = api_top_at(&top_start);
+	int64_t now = tb_now(), top_start = now, start = now, d, top;
 
 	if (ms < 0) {
 		errno = EINVAL;
 		return -1;
 	}
+	if (claim() == NULL)
+		return 0; /* no state to keep it in (said once): as without the library */
+	top = api_top_at(&top_start);
 	if ((int64_t)ms >= TB_NEVER / TB_NS_PER_MS)
 		d = TB_NEVER;
 	else
@@ -151,7 +228,7 @@ int tb_req_api_begin(long ms)
 
 void tb_req_api_end(void)
 {
-	if (req.api_depth == 0)
+	if (tb_req_cur == NULL || req.api_depth == 0)
 		return;
 	req.api_depth--;
 	if (req.api_depth > TB_REQ_API_DEPTH) {
@@ -165,7 +242,7 @@ void tb_req_api_end(void)
 
 long tb_req_remaining_ms(void)
 {
-	int64_t d = tb_req_deadline_now, now;
+	int64_t d = tb_req_deadline(), now;
 
 	if (d == TB_NEVER)
 		return -1;
@@ -175,7 +252,11 @@ long tb_req_remaining_ms(void)
 
 int64_t tb_req_bound(const struct tb_settings *set, struct tb_req_tag *tag, int64_t *start)
 {
-	int64_t api_start = 0, api = api_top_at(&api_start);
+	int64_t api_start = 0, api;
+
+	if (tb_req_cur == NULL)
+		return TB_NEVER;
+	api = api_top_at(&api_start);
 
 	if (set->scope == TB_SCOPE_REQUEST && req.in_open && req.in_deadline < api) {
 		tag->source = (uint8_t)req.in_source;
@@ -192,8 +273,17 @@ int64_t tb_req_bound(const struct tb_settings *set, struct tb_req_tag *tag, int6
 	return api;
 }
 
+/* The forking thread keeps its slot, emptied; every other thread is gone in the child. */
 void tb_req_fork_child(void)
 {
-	memset(&req, 0, sizeof(req));
-	tb_req_deadline_now = TB_NEVER;
+	for (unsigned i = 0; i < TB_REQ_SLOTS; i++)
+		if (&pool[i] != tb_req_cur && /* a load first: untouched pages stay unmapped */
+		    atomic_load_explicit(&pool[i].taken, memory_order_relaxed))
+			atomic_store_explicit(&pool[i].taken, false, memory_order_relaxed);
+	if (tb_req_cur != NULL) {
+		memset((char *)tb_req_cur + offsetof(struct tb_req_state, in_open), 0,
+		       sizeof(*tb_req_cur) - offsetof(struct tb_req_state, in_open));
+		tb_req_cur->head.deadline = TB_NEVER;
+		tb_req_cur->in_deadline = TB_NEVER;
+	}
 }

@@ -7,30 +7,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "reqtag.h"
 #include "settings.h"
 
 struct tb_prop_deadline; /* policy/propagate.h */
 
-/* Where a thread's request deadline came from (the log's `budget=` note). */
-enum tb_req_source {
-	TB_REQ_SRC_NONE,   /* no request deadline */
-	TB_REQ_SRC_SCOPE,  /* scope=request: the settings' deadline from the head's start */
-	TB_REQ_SRC_HEADER, /* an inbound header tightened it (propagate) */
-	TB_REQ_SRC_API,    /* timebox_deadline_begin */
-};
-
 /*
- * The thread's request deadline, read inline on the hot path: TB_NEVER when none is open
- * (the common case costs one initial-exec TLS load and a predictable branch). It is the
- * smaller of the inbound request's and the innermost API deadline (request.c keeps it).
+ * The thread's request state (request.c): NULL until the thread first uses a request budget
+ * (a begin, an inbound head), so the hot path of every other thread costs one initial-exec
+ * TLS load and a predictable branch. Only a pointer lives in TLS: the library's static TLS
+ * block must stay within what a dlopen of it can still get (regress/dlopen_library).
  */
-extern __thread int64_t tb_req_deadline_now
+struct tb_req_state;
+extern __thread struct tb_req_state *tb_req_cur
 	__attribute__((tls_model("initial-exec"), visibility("hidden")));
+/* Its first member: the effective deadline, min(inbound, innermost API level). */
+struct tb_req_head {
+	int64_t deadline;
+};
 
 /* The calling thread's request deadline (absolute, monotonic ns), TB_NEVER when none. */
 static inline int64_t tb_req_deadline(void)
 {
-	return tb_req_deadline_now;
+	const struct tb_req_head *h = (const struct tb_req_head *)(const void *)tb_req_cur;
+
+	return __builtin_expect(h == NULL, 1) ? TB_NEVER : h->deadline;
 }
 
 /* scope=request: a new inbound request head began at `now`; len_ns = the settings'
@@ -53,17 +54,6 @@ void tb_req_inbound_close(void);
 int tb_req_api_begin(long ms);
 void tb_req_api_end(void);
 long tb_req_remaining_ms(void);
-
-/* The configured header (TIMEBOX_DEADLINE_HEADER) or Envoy's, for the log line. */
-enum tb_req_header { TB_REQ_HDR_CONFIGURED, TB_REQ_HDR_ENVOY };
-
-/* Where a clamped call's deadline came from, packed in 16 bytes that a socket keeps
- * (struct tb_sock's req_tag: relaxed atomics, read by whoever writes the cut's line). */
-struct tb_req_tag {
-	uint8_t source;  /* enum tb_req_source */
-	uint8_t header;  /* enum tb_req_header, for TB_REQ_SRC_HEADER */
-	char value[14];  /* the header's value as written, NUL-terminated (cut to fit) */
-};
 
 /* The inbound head's deadline: ns from the head's start (< 0: none), which header carried
  * it and its value as written. tb_req_inbound_tighten's body, without propagate.h. */

@@ -12,7 +12,7 @@
 #include "fdtable.h"
 #include "gates.h"
 #include "real.h"
-#include "request.h"
+#include "reqtag.h"
 #include "thread.h"
 
 #define CHUNK 128

@@ -10,7 +10,7 @@
 #include "dest.h"
 #include "frame.h"
 #include "phase.h"
-#include "request.h"
+#include "reqtag.h"
 #include "settings.h"
 
 struct tb_gate;

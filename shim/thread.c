@@ -7,8 +7,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "request.h"
-
 struct tb_budget tb_proc_budget;
 
 __thread struct tb_budget tb_thread_budget __attribute__((tls_model("initial-exec")));
@@ -43,7 +41,6 @@ void tb_thread_fork_child(void)
 {
 	tb_thread_tid = 0; /* the child's thread has a tid of its own */
 	memset(&tb_thread_budget, 0, sizeof(tb_thread_budget));
-	tb_req_fork_child(); /* the request was the parent's: its caller waits on the parent */
 	if (atomic_load(&self_pid) != 0)
 		atomic_store(&self_pid, (int)syscall(SYS_getpid));
 }

@@ -149,3 +149,49 @@ def test_propagate_python_server_request_scope():
         proc.wait()
         down.close()
         lib.subprocess.run(["rm", "-rf", d])
+
+
+# A pre-fork server: two processes accept on one listener, each serving one request at a
+# time (http.server without threads), as Apache's prefork or gunicorn's sync workers do.
+PREFORK = SERVER.replace("socketserver.ThreadingMixIn, ", "").replace(
+    "s.serve_forever()", "for _ in range(2):\n    if os.fork() == 0:\n        s.serve_forever()\n"
+    "os.wait()")
+
+
+@lib.timeout(40)
+def test_propagate_prefork_server_request_scope():
+    down = StalledDownstream()
+    d = tempfile.mkdtemp(prefix="tb-prop-")
+    portfile = os.path.join(d, "port")
+    env = lib.preload_env({"TIMEBOX_SCOPE": "request", "TIMEBOX_PROPAGATE": "1",
+                           "TIMEBOX_DEADLINE": "700ms"})
+    proc = lib.subprocess.Popen([sys.executable, "-c", PREFORK, portfile, str(down.port)],
+                                env=env, stdin=lib.subprocess.DEVNULL, start_new_session=True,
+                                stderr=lib.subprocess.PIPE, text=True)
+    try:
+        lib.wait_for(lambda: os.path.exists(portfile) or proc.poll() is not None,
+                     timeout=10, what="the pre-fork server to listen")
+        assert proc.poll() is None, proc.stderr.read()
+        with open(portfile) as f:
+            port = int(f.read())
+        n = 0
+        for budget in (250, 400):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            for _ in range(2):  # two requests per connection, in whichever process took it
+                t0 = time.monotonic()
+                conn.request("GET", "/order", headers={"X-Deadline-Ms": str(budget)})
+                body = conn.getresponse().read().decode()
+                ms = (time.monotonic() - t0) * 1000
+                n += 1
+                told = down.wait(n)
+                print("pre-fork, X-Deadline-Ms %d: response after %.0f ms, outbound call %s, "
+                      "downstream told %s" % (budget, ms, body, told))
+                assert body.split()[0].endswith(":110"), body
+                assert budget <= ms < budget + 1500, (ms, budget)
+                assert told is not None and 0 < int(told) < budget, (told, budget)
+            conn.close()
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+        down.close()
+        lib.subprocess.run(["rm", "-rf", d])

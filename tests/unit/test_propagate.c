@@ -684,6 +684,72 @@ static void test_out_owed_bytes_first(void **state)
 	assert_int_equal(tb_prop_out_sent(&o, 12 + 4), 4);
 	assert_false(tb_prop_out_pending(&o));
 	assert_true(tb_prop_out_carried(&o));
+
+	/* an empty send (in NULL) carries owed bytes alone, and tells the program 0 */
+	tb_prop_out_reset(&o);
+	in[0].iov_len = 17;
+	assert_int_equal(tb_prop_out_plan(&o, HDR, 250, in, 1, out, 8, scratch), 2);
+	assert_int_equal(tb_prop_out_sent(&o, 17 + 2), 17);
+	assert_int_equal(tb_prop_out_plan(&o, HDR, 250, NULL, 0, out, 8, scratch), 1);
+	assert_memory_equal(out[0].iov_base, "Deadline-Ms: 250\r\n", out[0].iov_len);
+	assert_int_equal(tb_prop_out_sent(&o, out[0].iov_len), 0);
+	assert_false(tb_prop_out_pending(&o));
+}
+
+/* A plan the caller abandons (no sent()) commits nothing; outmax 0 gives the header up. */
+static void test_out_abandoned_plan_and_no_room(void **state)
+{
+	static const char prog[] = "GET / HTTP/1.1\r\nX-Deadline-Ms: 5000\r\n\r\n";
+	struct tb_prop_out o;
+	struct iovec in = { (char *)prog, sizeof(prog) - 1 }, out[8];
+	char scratch[TB_PROP_SCRATCH];
+
+	(void)state;
+	tb_prop_out_reset(&o);
+	assert_true(tb_prop_out_plan(&o, HDR, 250, &in, 1, out, 8, scratch) > 0);
+	assert_int_equal(tb_prop_out_plan(&o, HDR, 9000, &in, 1, out, 8, scratch), 0);
+	assert_int_equal(tb_prop_out_sent(&o, in.iov_len), in.iov_len); /* 5000 < 9000: kept */
+	assert_false(tb_prop_out_pending(&o));
+	assert_true(tb_prop_out_carried(&o));
+	tb_prop_out_reset(&o);
+	assert_int_equal(tb_prop_out_plan(&o, HDR, 250, &in, 1, out, 0, scratch), 0);
+	assert_int_equal(tb_prop_out_sent(&o, in.iov_len), in.iov_len);
+	assert_true(tb_prop_out_missed(&o));
+}
+
+/* Keep-alive: each request after a reset gets its own header; OPTIONS * and CONNECT too. */
+static void test_out_keep_alive_and_request_forms(void **state)
+{
+	static const char *const reqs[] = {
+		"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n",
+		"CONNECT db.internal:5432 HTTP/1.1\r\n\r\n",
+		"DELETE /x?y=%20 HTTP/1.0\r\n\r\n",
+		"M-SEARCH * HTTP/1.1\r\n\r\n",
+	};
+	struct tb_prop_out o;
+	struct tb_prop_in p;
+	struct iovec out[8];
+	char scratch[TB_PROP_SCRATCH], wire[256];
+
+	(void)state;
+	tb_prop_out_reset(&o);
+	for (size_t r = 0; r < 4; r++) {
+		struct iovec in = { (char *)reqs[r], strlen(reqs[r]) };
+		size_t wl = 0;
+		int cnt = tb_prop_out_plan(&o, HDR, 40 + (int64_t)r, &in, 1, out, 8, scratch);
+
+		assert_int_equal(cnt, 3);
+		for (int i = 0; i < cnt; i++) {
+			memcpy(wire + wl, out[i].iov_base, out[i].iov_len);
+			wl += out[i].iov_len;
+		}
+		assert_int_equal(tb_prop_out_sent(&o, wl), in.iov_len);
+		/* what a server reads back */
+		tb_prop_in_reset(&p);
+		assert_int_equal(tb_prop_in_feed(&p, NULL, wire, wl), TB_PIN_HEAD_DONE);
+		assert_int_equal(tb_prop_in_result(&p)->ns, (40 + (int64_t)r) * MS);
+		tb_prop_out_reset(&o);
+	}
 }
 
 int main(void)
@@ -708,6 +774,8 @@ int main(void)
 		cmocka_unit_test(test_out_other_protocols_untouched),
 		cmocka_unit_test(test_out_outmax_rule),
 		cmocka_unit_test(test_out_owed_bytes_first),
+		cmocka_unit_test(test_out_abandoned_plan_and_no_room),
+		cmocka_unit_test(test_out_keep_alive_and_request_forms),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -21,6 +21,11 @@ void tb_stats_arrived_spent(void)
 	arrived_spent++;
 }
 
+void tb_log_error(const char *body)
+{
+	(void)body;
+}
+
 static void reset(void)
 {
 	tb_req_fork_child();
@@ -146,6 +151,19 @@ static void test_inbound_open_tighten_close(void **state)
 	assert_int_equal(tag.header, TB_REQ_HDR_ENVOY);
 	assert_string_equal(tag.value, "200");
 	assert_int_equal(arrived_spent, 0);
+	{ /* propagate.h's result, as the inbound wiring passes it */
+		struct tb_prop_deadline d = { .ns = 150 * MS, .source = TB_PROP_SRC_HEADER };
+
+		memcpy(d.value, "150m", 5);
+		tb_req_inbound_tighten(&d);
+		assert_true(tb_req_deadline() == T0 + 150 * MS);
+		assert_true(tb_req_bound(&s, &tag, &start) == T0 + 150 * MS);
+		assert_int_equal(tag.header, TB_REQ_HDR_CONFIGURED);
+		assert_string_equal(tag.value, "150m");
+		d.ns = -1; /* none found */
+		tb_req_inbound_tighten(&d);
+		assert_true(tb_req_deadline() == T0 + 150 * MS);
+	}
 	tb_req_inbound_tighten_ns(0, TB_REQ_HDR_CONFIGURED, "0");
 	assert_true(tb_req_deadline() == T0);
 	assert_int_equal(arrived_spent, 1);
@@ -191,6 +209,31 @@ static void test_api_inside_a_request(void **state)
 	assert_true(tb_req_deadline() == TB_NEVER);
 }
 
+static void *begin_and_exit(void *arg)
+{
+	struct tb_req_state **slot = arg;
+
+	assert_int_equal(tb_req_api_begin(500), 0);
+	*slot = tb_req_cur;
+	return NULL; /* exits with its level still open: the key's destructor gives it back */
+}
+
+/* A thread's state is its own, and given back to the pool when the thread exits. */
+static void test_slot_given_back_at_thread_exit(void **state)
+{
+	struct tb_req_state *slot = NULL;
+	pthread_t t;
+
+	(void)state;
+	reset();
+	assert_int_equal(pthread_create(&t, NULL, begin_and_exit, &slot), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_non_null(slot);
+	assert_true(slot != tb_req_cur);
+	assert_false(atomic_load(&slot->taken));
+	assert_true(tb_req_deadline() == TB_NEVER); /* the other thread's level is not ours */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -200,6 +243,7 @@ int main(void)
 		cmocka_unit_test(test_api_deeper_than_the_stack),
 		cmocka_unit_test(test_inbound_open_tighten_close),
 		cmocka_unit_test(test_api_inside_a_request),
+		cmocka_unit_test(test_slot_given_back_at_thread_exit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
