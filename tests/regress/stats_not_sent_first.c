@@ -19,11 +19,26 @@
 
 static int port;
 
-/* NOT_SENT (the last column) of the destination's row in `timebox stats PID`; -1: no row. */
+/* The column of NOT_SENT in the header line, counting the values a row has: a header word
+ * with a '/' names the parts of the value before it ("CUTS gate/conn/..."). -1: none. */
+static int not_sent_column(char *header)
+{
+	int col = 0;
+
+	for (char *w = strtok(header, " \n"); w != NULL; w = strtok(NULL, " \n")) {
+		if (strcmp(w, "NOT_SENT") == 0)
+			return col;
+		col += strchr(w, '/') == NULL;
+	}
+	return -1;
+}
+
+/* NOT_SENT of the destination's row in `timebox stats PID`; -1: no such row or column. */
 static long not_sent_shown(const char *launcher)
 {
 	char cmd[600], line[512], dest[64];
 	long n = -1;
+	int col = -1;
 	FILE *p;
 
 	snprintf(cmd, sizeof(cmd), "LD_PRELOAD= '%s' stats %d 2>&1", launcher, (int)getpid());
@@ -31,11 +46,17 @@ static long not_sent_shown(const char *launcher)
 	p = popen(cmd, "r");
 	TBR_CHECK(p != NULL, "popen: %s", strerror(errno));
 	while (fgets(line, sizeof(line), p) != NULL) {
-		char *last = strrchr(line, ' ');
-
 		printf("  %s", line);
-		if (strncmp(line, dest, strlen(dest)) == 0 && last != NULL)
-			n = strtol(last + 1, NULL, 10);
+		if (strncmp(line, "DEST ", 5) == 0) {
+			col = not_sent_column(line);
+		} else if (strncmp(line, dest, strlen(dest)) == 0 && col >= 0) {
+			char *w = strtok(line, " \n");
+
+			for (int i = 0; w != NULL && i < col; i++)
+				w = strtok(NULL, " \n");
+			if (w != NULL)
+				n = strtol(w, NULL, 10);
+		}
 	}
 	pclose(p);
 	return n;
