@@ -543,7 +543,7 @@ void tb_stats_not_sent(const struct tb_dest *d)
 
 void tb_stats_arrived_spent(void)
 {
-	if (seg != NULL)
+	if (ready()) /* a server may read requests before its first outbound connect */
 		ADD(seg->arrived_spent);
 }
 
