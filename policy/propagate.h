@@ -61,7 +61,6 @@ struct tb_prop_in {
 	uint32_t num;      /* the value's digits so far */
 	uint16_t hbytes;   /* bytes of the head so far (or of the empty lines before it) */
 	uint8_t st;        /* where in the head (propagate.c's IN_*) */
-	uint8_t ret;       /* the state reported last: STARTED and DONE are reported once */
 	uint8_t pos;       /* position in the header name being matched */
 	uint8_t cand;      /* the names still matching: bit 0 configured, bit 1 Envoy */
 	uint8_t src;       /* the line's name matched this source (0: another header) */
@@ -109,20 +108,19 @@ const struct tb_prop_deadline *tb_prop_in_result(const struct tb_prop_in *p);
 struct tb_prop_scan {
 	uint32_t hbytes;  /* bytes of the head so far */
 	uint32_t num;     /* the program's copy's digits so far */
-	uint8_t st;       /* where in the request (propagate.c's OUT_*) */
+	uint8_t st;       /* where in the request (propagate_out.c's OUT_*) */
 	uint8_t pos;      /* position in a literal or in the configured name */
-	uint8_t cand;     /* the configured name still matches */
 	uint8_t vst;      /* the program's copy's value: its state */
 	uint8_t ndig;     /* ... its digits */
 	uint8_t unit;     /* ... its unit letter (0: plain milliseconds) */
 	uint8_t vlen;     /* ... its bytes so far, whitespace included (saturates) */
-	uint8_t flags;    /* propagate.c's SF_* */
+	uint8_t flags;    /* propagate_out.c's SF_* */
 };
 
 /*
  * The outbound planner of one governed socket that propagates: written only by the thread
  * that sends on it (a socket two threads write at once has no meaningful request stream).
- * All fields are private to propagate.c.
+ * All fields are private to propagate_out.c.
  */
 struct tb_prop_out {
 	struct tb_prop_scan m;  /* the stream as far as the kernel accepted it */
@@ -143,9 +141,9 @@ struct tb_prop_out {
 	uint8_t sub_len;   /* the plan's in-place bytes */
 	uint8_t sub_from;  /* ... from this byte of the in-place value */
 	uint8_t ov_len;    /* the in-place value's span (0: none armed) */
-	uint8_t ov_fl;     /* ... its form (propagate.c's OV_*) */
-	uint8_t pflags;    /* the plan's decisions (propagate.c's PF_*) */
-	uint8_t rflags;    /* this request's outcome (propagate.c's RF_*) */
+	uint8_t ov_fl;     /* ... its form (propagate_out.c's OV_*) */
+	uint8_t pflags;    /* the plan's decisions (propagate_out.c's PF_*) */
+	uint8_t rflags;    /* this request's outcome (propagate_out.c's RF_*) */
 };
 
 /* The next byte the program sends starts a request. */
