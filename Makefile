@@ -278,25 +278,34 @@ install: all
 	@grep -q '^#define TIMEBOX_VERSION "$(VERSION)"$$' include/timebox.h || \
 		{ echo "include/timebox.h does not say version $(VERSION)" >&2; exit 1; }
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(INCLUDEDIR) \
-		$(DESTDIR)$(PCDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 \
+		$(DESTDIR)$(PCDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 \
+		$(DESTDIR)$(MANDIR)/man5 \
 		$(DESTDIR)$(EXAMPLEDIR)
 	install -m 0755 $(LAUNCHER) $(DESTDIR)$(BINDIR)/timebox
 	install -m 0644 $(LIB) $(DESTDIR)$(PKGLIBDIR)/libtimebox.so
 	install -m 0644 include/timebox.h $(DESTDIR)$(INCLUDEDIR)/timebox.h
 	install -m 0644 docs/timebox.1 $(DESTDIR)$(MANDIR)/man1/timebox.1
 	install -m 0644 docs/timebox.conf.5 $(DESTDIR)$(MANDIR)/man5/timebox.conf.5
+	install -m 0644 docs/timebox.3 $(DESTDIR)$(MANDIR)/man3/timebox_deadline_begin.3
+	for f in timebox_deadline_end timebox_remaining_ms; do \
+		echo '.so man3/timebox_deadline_begin.3' > $(DESTDIR)$(MANDIR)/man3/$$f.3; done
 	install -m 0644 $(EXAMPLES) $(DESTDIR)$(EXAMPLEDIR)/
 	printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$${prefix}/include' \
 		'libdir=$(PKGLIBDIR)' 'preload=$${libdir}/libtimebox.so' '' \
 		'Name: timebox' \
 		'Description: per-phase timeouts and deadlines for TCP clients, by LD_PRELOAD' \
 		'Version: $(VERSION)' 'Cflags: -I$${includedir}' \
+		'Libs:' '# The API (timebox_deadline_begin(3)) needs no library: it finds the' \
+		'# preloaded one at run time (dlsym; glibc before 2.34: add -ldl).' \
 		> $(DESTDIR)$(PCDIR)/timebox.pc
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/timebox $(DESTDIR)$(PKGLIBDIR)/libtimebox.so \
 		$(DESTDIR)$(INCLUDEDIR)/timebox.h $(DESTDIR)$(PCDIR)/timebox.pc \
 		$(DESTDIR)$(MANDIR)/man1/timebox.1 $(DESTDIR)$(MANDIR)/man5/timebox.conf.5 \
+		$(DESTDIR)$(MANDIR)/man3/timebox_deadline_begin.3 \
+		$(DESTDIR)$(MANDIR)/man3/timebox_deadline_end.3 \
+		$(DESTDIR)$(MANDIR)/man3/timebox_remaining_ms.3 \
 		$(addprefix $(DESTDIR)$(EXAMPLEDIR)/,$(notdir $(EXAMPLES)))
 	-rmdir $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(EXAMPLEDIR) $(DESTDIR)$(PREFIX)/share/timebox \
 		2>/dev/null
@@ -324,7 +333,7 @@ clean:
 FUZZ_CC      ?= clang-14
 FUZZ_SECONDS ?= 600
 FUZZ_TARGETS ?= duration env config match dest frame_pick frame_http frame_tls frame_pg \
-                frame_resp
+                frame_resp propagate
 FUZZ_BUILD   := build/fuzz
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE $(WARN) -g -O1 \
                 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \

@@ -183,6 +183,11 @@ static void check_usage(FILE *out)
 		"  cap-vs-littles-law        max_conns far from expected_rps x expected_p99 x 1.5\n"
 		"  deadline-exceeds-inbound  a deadline not shorter than --inbound\n"
 		"  session-has-no-deadline   protocol = session with a deadline, or in the defaults\n"
+		"  retries-exceed-request-budget  deadline x attempts longer than an inbound\n"
+		"                            request's budget (--inbound, or the defaults' deadline\n"
+		"                            with scope = request)\n"
+		"  propagate-outside-request a scope = call rule that propagates a deadline longer\n"
+		"                            than the request's (or none) under scope = request\n"
 		"--explain DEST prints the effective settings for DEST (host:port, ip:port,\n"
 		"[ipv6]:port or unix:/path) and where each one comes from.\n"
 		"\n"
@@ -222,7 +227,9 @@ static void value_text(const struct tb_resolved *r, int f, char *buf, size_t len
 		snprintf(buf, len, "%s", tb_env_number(s, var) > 0 ? "true" : "false");
 		return;
 	case TB_ENV_SCOPE:
-		snprintf(buf, len, "%s", s->scope == TB_SCOPE_PROCESS ? "process" : "call");
+		snprintf(buf, len, "%s", s->scope == TB_SCOPE_PROCESS   ? "process"
+					 : s->scope == TB_SCOPE_REQUEST ? "request"
+									: "call");
 		return;
 	case TB_ENV_ON_TIMEOUT:
 		snprintf(buf, len, "%s", s->on_timeout == TB_ON_TIMEOUT_EAGAIN ? "eagain" : "etimedout");
@@ -250,6 +257,7 @@ static void value_text(const struct tb_resolved *r, int f, char *buf, size_t len
 		snprintf(buf, len, "%s", s->log_format == TB_LOG_FORMAT_JSON ? "json" : "logfmt");
 		return;
 	case TB_ENV_FILE:
+	case TB_ENV_HEADER:
 		snprintf(buf, len, "%s", (const char *)s + var->field);
 		return;
 	case TB_ENV_PATH:

@@ -52,7 +52,7 @@ static const char *value_hint(enum tb_env_kind kind)
 	case TB_ENV_DURATION:
 		return "DURATION";
 	case TB_ENV_SCOPE:
-		return "call|process";
+		return "call|process|request";
 	case TB_ENV_ON_TIMEOUT:
 		return "etimedout|eagain";
 	case TB_ENV_LOG:
@@ -71,6 +71,8 @@ static const char *value_hint(enum tb_env_kind kind)
 		return "logfmt|json";
 	case TB_ENV_FILE:
 		return "/PATH|off";
+	case TB_ENV_HEADER:
+		return "NAME";
 	case TB_ENV_BOOL:
 		break;
 	}

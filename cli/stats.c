@@ -198,10 +198,13 @@ static void table(const struct tb_stats_seg *seg)
 	if (atomic_load(&seg->other_calls) > 0)
 		printf(", %llu calls to destinations past the table",
 		       (unsigned long long)atomic_load(&seg->other_calls));
-	printf("\n%-22s %-16s %6s %7s %5s %4s %7s %7s %6s %s %7s %7s %8s %8s %s\n", "DEST", "HOST",
+	if (atomic_load(&seg->arrived_spent) > 0)
+		printf(", %llu inbound requests arrived with their budget spent",
+		       (unsigned long long)atomic_load(&seg->arrived_spent));
+	printf("\n%-22s %-16s %6s %7s %5s %4s %7s %7s %6s %s %7s %7s %8s %8s %8s %s\n", "DEST", "HOST",
 	       "LEASED", "PENDING", "AVAIL", "MAX", "CALLS", "DONE", "REJECT",
 	       "CUTS gate/conn/write/fb/read/dl", "FB_P50", "FB_P99", "CALL_P50", "CALL_P99",
-	       "NOTICES tls_answered_wait/framing_raw");
+	       "NOT_SENT", "NOTICES tls_answered_wait/framing_raw");
 	for (int i = 0; i < n; i++) {
 		const struct tb_stats_row *r = &rows[i];
 		char cuts[160], avail[24], notices[48];
@@ -217,13 +220,15 @@ static void table(const struct tb_stats_seg *seg)
 				 r->max > r->leased ? r->max - r->leased : 0);
 		else
 			snprintf(avail, sizeof(avail), "-");
-		printf("%-22s %-16.16s %6ld %7ld %5s %4ld %7llu %7llu %6llu %-31s %7s %7s %8s %8s %s\n",
+		printf("%-22s %-16.16s %6ld %7ld %5s %4ld %7llu %7llu %6llu %-31s %7s %7s %8s %8s "
+		       "%8llu %s\n",
 		       r->dest, r->host[0] ? r->host : "-", r->leased, r->pending, avail, r->max,
 		       r->calls, r->completed, r->rejects, cuts,
 		       lat(tb_hist_quantile(&r->hist[TB_HIST_FIRST_BYTE], 0.5), a, sizeof(a)),
 		       lat(tb_hist_quantile(&r->hist[TB_HIST_FIRST_BYTE], 0.99), b, sizeof(b)),
 		       lat(tb_hist_quantile(&r->hist[TB_HIST_CALL], 0.5), c, sizeof(c)),
-		       lat(tb_hist_quantile(&r->hist[TB_HIST_CALL], 0.99), d, sizeof(d)), notices);
+		       lat(tb_hist_quantile(&r->hist[TB_HIST_CALL], 0.99), d, sizeof(d)),
+		       r->not_sent, notices);
 	}
 	fflush(stdout);
 }
@@ -233,13 +238,15 @@ static int prom(const struct tb_stats_seg *seg)
 	static struct tb_stats_row rows[TB_STATS_DESTS];
 	int n = tb_stats_rows(seg, rows);
 	size_t need = tb_stats_prom(rows, n, seg->pid, NULL, 0);
-	char *buf = malloc(need + 1);
+	size_t more = tb_stats_prom_process(seg, seg->pid, NULL, 0);
+	char *buf = malloc(need + more + 1);
 
 	if (buf == NULL) {
 		fprintf(stderr, "timebox stats: out of memory\n");
 		return EXIT_FAILURE;
 	}
 	tb_stats_prom(rows, n, seg->pid, buf, need + 1);
+	tb_stats_prom_process(seg, seg->pid, buf + need, more + 1);
 	fputs(buf, stdout);
 	free(buf);
 	return EXIT_SUCCESS;

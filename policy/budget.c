@@ -135,7 +135,7 @@ step_locked(struct tb_budget *b, const struct tb_settings *s, const struct tb_de
 void tb_budget_on_response(struct tb_budget *b, const struct tb_settings *s)
 {
 	/* The hot path: one test, and the store only once per call. */
-	if (s->scope == TB_SCOPE_CALL && b->open && !b->saw_response && enter(b)) {
+	if (s->scope != TB_SCOPE_PROCESS && b->open && !b->saw_response && enter(b)) {
 		b->saw_response = true;
 		leave(b);
 	}
@@ -149,7 +149,7 @@ static void failure_locked(struct tb_budget *b)
 
 void tb_budget_on_failure(struct tb_budget *b, const struct tb_settings *s)
 {
-	if (s->scope == TB_SCOPE_CALL && enter(b)) {
+	if (s->scope != TB_SCOPE_PROCESS && enter(b)) {
 		failure_locked(b);
 		leave(b);
 	}
@@ -157,7 +157,7 @@ void tb_budget_on_failure(struct tb_budget *b, const struct tb_settings *s)
 
 void tb_budget_on_close(struct tb_budget *b, const struct tb_settings *s)
 {
-	if (s->scope == TB_SCOPE_CALL && b->open && b->saw_response && enter(b)) {
+	if (s->scope != TB_SCOPE_PROCESS && b->open && b->saw_response && enter(b)) {
 		close_call(b);
 		leave(b);
 	}
@@ -170,6 +170,13 @@ static void expired_locked(struct tb_budget *b, const struct tb_settings *s,
 
 	if (phase != TB_PHASE_DEADLINE) {
 		failure_locked(b);
+		return;
+	}
+	/* Cut before the call's own deadline: by the thread's request deadline (an inbound
+	 * request's or the API's, shim/request.h), which the call drew on. The call ends with
+	 * its request; no retry window, which would refuse the next request's calls. */
+	if (b->open && call_deadline < b->deadline) {
+		close_call(b);
 		return;
 	}
 	window = tb_settings_retry_window(s);
@@ -185,7 +192,7 @@ static void expired_locked(struct tb_budget *b, const struct tb_settings *s,
 void tb_budget_on_expired(struct tb_budget *b, const struct tb_settings *s,
 			  const struct tb_dest *d, enum tb_phase phase, int64_t call_deadline)
 {
-	if (s->scope == TB_SCOPE_CALL && enter(b)) {
+	if (s->scope != TB_SCOPE_PROCESS && enter(b)) {
 		expired_locked(b, s, d, phase, call_deadline);
 		leave(b);
 	}

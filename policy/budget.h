@@ -92,7 +92,7 @@ static inline int tb_budget_step_next(struct tb_budget *b, const struct tb_setti
 				      const struct tb_dest *d, int64_t now, int64_t *start,
 				      int64_t *deadline)
 {
-	if (s->deadline_ns > 0 && s->scope == TB_SCOPE_CALL && !b->busy) {
+	if (s->deadline_ns > 0 && s->scope != TB_SCOPE_PROCESS && !b->busy) {
 		/* Marked busy before anything is read, as every update (see struct tb_budget). */
 		b->busy = 1;
 		atomic_signal_fence(memory_order_seq_cst);
@@ -140,7 +140,10 @@ void tb_budget_on_close(struct tb_budget *b, const struct tb_settings *s);
 /*
  * An expiry was delivered to the thread on a socket to `d`. When `phase` is the deadline the
  * budget closes and `d` enters its retry window (deadline + retry_window); other phases are
- * failed attempts and leave the budget open.
+ * failed attempts and leave the budget open. A deadline earlier than the open call's own
+ * (`call_deadline` < its deadline: a request's, shim/request.h) closes the call without a
+ * retry window.
+ * @unittest test_budget.c: test_request_cut_leaves_no_retry_window
  */
 void tb_budget_on_expired(struct tb_budget *b, const struct tb_settings *s,
 			  const struct tb_dest *d, enum tb_phase phase, int64_t call_deadline);

@@ -14,7 +14,9 @@
 /* Settings that belong to the process, not to a destination: a rule may not set them. */
 /* dns_timeout is one of them: a lookup happens before any destination is known, so only the
  * defaults' value can apply. */
-static const char *const process_keys[] = { "scope", "log", "log_level", "strict", "dns_timeout",
+/* scope is not among them: inbound requests open a budget when the defaults' scope is
+ * request, and a rule may opt its destinations out with scope = "call" (rule_scope_error). */
+static const char *const process_keys[] = { "log", "log_level", "strict", "dns_timeout",
 					    "log_format", "log_rate", "stats_file", "stats_interval",
 					    "observe", NULL };
 
@@ -170,6 +172,7 @@ static const char *type_error(enum tb_env_kind kind, int t)
 	case TB_ENV_PATH:
 	case TB_ENV_LOG_FORMAT:
 	case TB_ENV_FILE:
+	case TB_ENV_HEADER:
 		return t == CONFIG_TYPE_STRING ? NULL : "wrong type: this setting is a string";
 	}
 	return NULL;
@@ -186,6 +189,22 @@ static void keep_why(void *ctx, const char *name, const char *value, const char 
 	(void)name;
 	(void)value;
 	a->why = why;
+}
+
+/*
+ * A rule's scope says whether its destinations' calls draw on the thread's inbound request
+ * budget (request, what the defaults' scope=request gives every rule) or keep their own
+ * deadline only (call). `process` is the whole process's or nothing: not a rule's, and a
+ * rule cannot leave a process-scoped process (`rule_from`: the scope the rule inherited).
+ */
+static const char *rule_scope_error(const char *value, enum tb_scope rule_from)
+{
+	if (rule_from == TB_SCOPE_PROCESS)
+		return "the defaults' scope is process, which covers every destination: a rule "
+		       "cannot set another";
+	if (strcmp(value, "process") == 0)
+		return "a rule's scope is call or request (process is set in defaults)";
+	return NULL;
 }
 
 /* Applies one file setting to r. Returns 0, or -1 with *why (a static sentence) and the
@@ -244,6 +263,9 @@ static int apply_one(struct tb_resolved *r, int field, const config_setting_t *s
 			return -1;
 		}
 		if ((*why = type_error(v->kind, t)) != NULL)
+			return -1;
+		if (in_rule && v->kind == TB_ENV_SCOPE &&
+		    (*why = rule_scope_error(vbuf, r->set.scope)) != NULL)
 			return -1;
 		/* The environment's "0 means none" is refused here: in a file, max_conns = 0 is
 		 * more likely a mistake than a wish, and "off" says the wish plainly. */

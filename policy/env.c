@@ -43,7 +43,11 @@ const struct tb_env_var tb_env_vars[] = {
 	{ "TIMEBOX_GATE_NONBLOCKING", "--gate-nonblocking", TB_ENV_GATE_NB, TB_ENV_NO_FIELD,
 	  "a non-blocking connect at a full gate: wait (default) or fail (EAGAIN)" },
 	{ "TIMEBOX_SCOPE", "--scope", TB_ENV_SCOPE, TB_ENV_NO_FIELD,
-	  "what the deadline covers: call (default) or process" },
+	  "what the deadline covers: call (default), process, or request (an inbound request)" },
+	{ "TIMEBOX_PROPAGATE", "--propagate", TB_ENV_BOOL, AT(propagate),
+	  "read an inbound request's deadline header; send the remaining budget downstream" },
+	{ "TIMEBOX_DEADLINE_HEADER", "--deadline-header", TB_ENV_HEADER, AT(deadline_header),
+	  "the header that carries the milliseconds left (default X-Deadline-Ms)" },
 	{ "TIMEBOX_ON_TIMEOUT", "--on-timeout", TB_ENV_ON_TIMEOUT, TB_ENV_NO_FIELD,
 	  "errno on expiry: etimedout (default) or eagain" },
 	{ "TIMEBOX_PROTOCOL", "--protocol", TB_ENV_PROTOCOL, TB_ENV_NO_FIELD,
@@ -78,9 +82,9 @@ static const char *const accepted_names[] = {
 	NULL,
 };
 
-static const char E_SCOPE[] = "a scope is call or process";
-static const char E_SCOPE_REQUEST[] =
-	"request scope is not available yet; use call or process";
+static const char E_SCOPE[] = "a scope is call, process or request";
+static const char E_HEADER[] =
+	"a deadline header is a header name of 1 to 63 letters, digits or !#$%&'*+-.^_`|~";
 static const char E_ON_TIMEOUT[] = "on_timeout is etimedout or eagain";
 static const char E_LOG[] = "a log target is stderr, syslog, off or an absolute file path";
 static const char E_LOG_LONG[] = "a log file path is too long (at most 255 bytes)";
@@ -211,7 +215,7 @@ int tb_env_apply(struct tb_settings *s, const struct tb_env_var *var, const char
 		else if (strcmp(value, "process") == 0)
 			s->scope = TB_SCOPE_PROCESS;
 		else if (strcmp(value, "request") == 0)
-			why = E_SCOPE_REQUEST;
+			s->scope = TB_SCOPE_REQUEST;
 		else
 			why = E_SCOPE;
 		break;
@@ -299,6 +303,17 @@ int tb_env_apply(struct tb_settings *s, const struct tb_env_var *var, const char
 		else
 			why = E_LOG_FORMAT;
 		break;
+	case TB_ENV_HEADER: {
+		char *field = var->field == TB_ENV_NO_FIELD ? NULL : (char *)s + var->field;
+
+		if (field == NULL)
+			why = "internal error: no setting for this variable";
+		else if (!tb_settings_header_ok(value))
+			why = E_HEADER;
+		else
+			snprintf(field, TB_PROP_HEADER_MAX, "%s", value);
+		break;
+	}
 	case TB_ENV_FILE: {
 		char *field = var->field == TB_ENV_NO_FIELD ? NULL : (char *)s + var->field;
 

@@ -22,6 +22,7 @@ enum tb_env_kind {
 	TB_ENV_PATH,       /* a file name; sets nothing in tb_settings (TIMEBOX_CONFIG) */
 	TB_ENV_LOG_FORMAT, /* logfmt|json */
 	TB_ENV_FILE,       /* an absolute file name, or off: a char[TB_LOG_PATH_MAX] at field */
+	TB_ENV_HEADER,     /* an HTTP header name: a char[TB_PROP_HEADER_MAX] at field */
 };
 
 #define TB_ENV_NO_FIELD ((size_t)-1)

@@ -1,6 +1,6 @@
 /* lint.c - the budget lint: each rule is a pitfall from the seed (a drip outliving a read
  * timeout, retries that cannot fit, an unbounded gate, a cap far from Little's law, a deadline
- * that does not shrink down the chain). Pure code: no I/O. */
+ * that does not shrink down the chain, retries beyond a request's budget). Pure code: no I/O. */
 #include "lint.h"
 
 #include <stdarg.h>
@@ -236,8 +236,78 @@ static void lint_protocol(struct sink *s, const struct tb_resolved *r)
 		    "is the inactivity limit)", D(c->deadline_ns, a));
 }
 
-size_t tb_lint_scope(const struct tb_resolved *r, const char *scope, int line, int64_t inbound_ns,
-		     struct tb_finding *out, size_t max)
+/*
+ * Pitfall 5 across a chain (docs/propagation.md). What an inbound request can give a call
+ * of this scope: --inbound (the caller's budget, whatever timebox's scope), and with the
+ * defaults' scope = request their deadline (the budget each inbound request opens with, a
+ * header can only lower it) for the scopes that draw on it. A rule's deadline x attempts
+ * beyond that budget: the attempts past it are cut or, under scope = request, not even sent.
+ * A rule that opts out (scope = "call") with propagate on tells the downstream its own
+ * deadline, not what the request has left (shim/prop_io.c: the header is the socket's call
+ * deadline): more than its caller can give when its deadline is longer than the request's,
+ * and nothing at all without a deadline of its own.
+ */
+static void lint_chain(struct sink *s, const struct tb_resolved *r, const struct tb_resolved *dflt,
+		       int64_t inbound_ns)
+{
+	const struct tb_settings *c = &r->set;
+	int64_t budget = inbound_ns > 0 ? inbound_ns : 0, req = 0;
+	const char *from = "--inbound";
+	char a[TB_DURATION_TEXT_MAX], b[TB_DURATION_TEXT_MAX], x[TB_DURATION_TEXT_MAX],
+		y[TB_DURATION_TEXT_MAX], fix[240];
+	int pf = field_named("propagate");
+
+	if (dflt->set.scope == TB_SCOPE_REQUEST && dflt->set.deadline_ns > 0)
+		req = dflt->set.deadline_ns;
+	if (c->scope == TB_SCOPE_REQUEST && req > 0 && (budget == 0 || req < budget)) {
+		budget = req;
+		from = "the defaults' deadline, scope = request";
+	}
+	/* Each attempt fits alone (one that does not is deadline-exceeds-inbound's). */
+	if (budget > 0 && r->hints.attempts > 1 && c->deadline_ns > 0 && c->deadline_ns < budget &&
+	    c->deadline_ns * r->hints.attempts > budget) {
+		int64_t fit = budget / c->deadline_ns, each = budget / r->hints.attempts;
+
+		if (each >= 1000000)
+			each -= each % 1000000; /* whole milliseconds, as a file would say it */
+		snprintf(fix, sizeof(fix),
+			 "lower the deadline to %s or less so that every attempt fits, or expect "
+			 "%lld attempt%s",
+			 D(each, a), (long long)fit, fit == 1 ? "" : "s");
+		add(s, TB_LINT_REQUEST_RETRIES, fix,
+		    "deadline %s x %d attempts = %s is more than the %s an inbound request can "
+		    "give (%s): only %lld attempt%s fit%s whole, %s",
+		    D(c->deadline_ns, x), r->hints.attempts,
+		    D(c->deadline_ns * r->hints.attempts, y), D(budget, b), from, (long long)fit,
+		    fit == 1 ? "" : "s", fit == 1 ? "s" : "",
+		    c->scope == TB_SCOPE_REQUEST
+			    ? "the next is cut at the request's deadline, or not even sent once it "
+			      "has passed"
+			    : "the next ones go on after the caller has given up");
+	}
+	if (dflt->set.scope != TB_SCOPE_REQUEST || c->scope != TB_SCOPE_CALL || !c->propagate)
+		return;
+	if (c->deadline_ns == 0 && pf >= 0 && r->origin[pf] == TB_ORIGIN_RULE)
+		add(s, TB_LINT_PROPAGATE_CALL,
+		    "remove scope = \"call\" so that its calls draw on the request and send what "
+		    "it has left, or set propagate = false",
+		    "propagate is on but scope = call and there is no deadline: this rule's calls "
+		    "do not draw on the inbound request, so they have no remaining budget and no "
+		    "header is ever sent");
+	else if (req > 0 && c->deadline_ns > req)
+		add(s, TB_LINT_PROPAGATE_CALL,
+		    "remove scope = \"call\" so that the header says what the request has left, "
+		    "lower the deadline below the request's, or set propagate = false",
+		    "propagate is on but scope = call: the header sent downstream is this rule's "
+		    "own deadline %s, not what the inbound request has left (at most %s): the "
+		    "downstream is told it has more time than its caller will wait",
+		    D(c->deadline_ns, x), D(req, y));
+}
+
+/* One scope's findings, the defaults dflt giving the chain's context. */
+static size_t lint_one(const struct tb_resolved *r, const struct tb_resolved *dflt,
+		       const char *scope, int line, int64_t inbound_ns, struct tb_finding *out,
+		       size_t max)
 {
 	struct sink s = { out, max, 0, scope, line };
 
@@ -246,7 +316,14 @@ size_t tb_lint_scope(const struct tb_resolved *r, const char *scope, int line, i
 	lint_deadline(&s, r, inbound_ns);
 	lint_gate(&s, r);
 	lint_protocol(&s, r);
+	lint_chain(&s, r, dflt, inbound_ns);
 	return s.n;
+}
+
+size_t tb_lint_scope(const struct tb_resolved *r, const char *scope, int line, int64_t inbound_ns,
+		     struct tb_finding *out, size_t max)
+{
+	return lint_one(r, r, scope, line, inbound_ns, out, max);
 }
 
 /* The first file line among the defaults' values, for messages about the defaults. */
@@ -275,7 +352,8 @@ size_t tb_lint_config(const struct tb_config *c, int64_t inbound_ns, struct tb_f
 			out[n] = scratch[i];
 	for (size_t k = 0; k < c->nrules; k++) {
 		const struct tb_rule *rule = &c->rules[k];
-		size_t nr = tb_lint_scope(&rule->r, rule->label, rule->line, inbound_ns, mine, 16);
+		size_t nr = lint_one(&rule->r, &c->defaults, rule->label, rule->line, inbound_ns,
+				     mine, 16);
 
 		if (nr > 16)
 			nr = 16;

@@ -17,6 +17,8 @@
 #define TB_LINT_LITTLE "cap-vs-littles-law"
 #define TB_LINT_INBOUND "deadline-exceeds-inbound"
 #define TB_LINT_SESSION "session-has-no-deadline"
+#define TB_LINT_REQUEST_RETRIES "retries-exceed-request-budget"
+#define TB_LINT_PROPAGATE_CALL "propagate-outside-request"
 
 struct tb_finding {
 	const char *rule;          /* one of TB_LINT_* */
@@ -29,6 +31,8 @@ struct tb_finding {
 /*
  * Lints one scope (the defaults or a rule). inbound_ns > 0 is the caller's own budget
  * (`--inbound`). Writes up to max findings to out and returns how many there are in all.
+ * The chain's rules need the defaults (an inbound request's budget is theirs): here r
+ * stands for its own defaults; tb_lint_config gives every rule the file's.
  */
 size_t tb_lint_scope(const struct tb_resolved *r, const char *scope, int line, int64_t inbound_ns,
 		     struct tb_finding *out, size_t max);

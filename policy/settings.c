@@ -15,6 +15,25 @@ void tb_settings_init(struct tb_settings *s)
 	s->log_target = TB_LOG_STDERR;
 	s->log_rate = TB_LOG_RATE_DEFAULT;
 	s->stats_interval_ns = TB_STATS_INTERVAL_DEFAULT;
+	memcpy(s->deadline_header, TB_PROP_HEADER_DEFAULT, sizeof(TB_PROP_HEADER_DEFAULT));
+}
+
+/* RFC 9110 tchar: "!#$%&'*+-.^_`|~", digits and letters. */
+static bool is_tchar(unsigned char c)
+{
+	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+		return true;
+	return c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+bool tb_settings_header_ok(const char *name)
+{
+	size_t n = 0;
+
+	for (; name[n] != '\0'; n++)
+		if (n >= TB_PROP_HEADER_MAX - 1 || !is_tchar((unsigned char)name[n]))
+			return false;
+	return n > 0;
 }
 
 /*

@@ -21,7 +21,9 @@ enum tb_phase {
 	TB_PHASE_COUNT
 };
 
-enum tb_scope { TB_SCOPE_CALL, TB_SCOPE_PROCESS };
+/* scope=request: an inbound request's head opens a budget on the thread that read it (see
+ * shim/request.h); the thread's outbound calls draw on it. */
+enum tb_scope { TB_SCOPE_CALL, TB_SCOPE_PROCESS, TB_SCOPE_REQUEST };
 enum tb_on_timeout { TB_ON_TIMEOUT_ETIMEDOUT, TB_ON_TIMEOUT_EAGAIN };
 enum tb_log_target { TB_LOG_STDERR, TB_LOG_SYSLOG, TB_LOG_OFF, TB_LOG_FILE };
 enum tb_log_level { TB_LOG_LEVEL_WARN, TB_LOG_LEVEL_INFO };
@@ -32,6 +34,11 @@ enum tb_gate_nonblocking { TB_GATE_NB_WAIT, TB_GATE_NB_FAIL };
 #define TB_MAX_CONNS_LIMIT 1000000
 
 #define TB_LOG_PATH_MAX 256
+/* The propagated deadline's header name: a token of 1..63 characters, and its NUL. */
+#ifndef TB_PROP_HEADER_MAX
+#define TB_PROP_HEADER_MAX 64
+#endif
+#define TB_PROP_HEADER_DEFAULT "X-Deadline-Ms"
 #define TB_LOG_RATE_DEFAULT 100
 #define TB_STATS_INTERVAL_DEFAULT (10 * TB_NS_PER_S)
 
@@ -72,6 +79,10 @@ struct tb_settings {
 	/* enum tb_proto (frame.h): what a socket speaks; auto (0, the default) detects it.
 	 * A forced `session` also makes read_ns the session's inactivity limit. */
 	uint8_t protocol;
+	/* Deadlines across a call chain (docs/propagation.md): read the deadline an inbound
+	 * request head carries, and write the remaining one into outbound HTTP/1.x requests. */
+	bool propagate;
+	char deadline_header[TB_PROP_HEADER_MAX]; /* default TB_PROP_HEADER_DEFAULT */
 };
 
 /* Built-in defaults: nothing limited, log to stderr (logfmt, 100 lines/s), scope=call. */
@@ -94,6 +105,10 @@ int64_t tb_settings_phase_limit(const struct tb_settings *s, enum tb_phase phase
 
 /* The smallest limit that is set among the phases and the deadline, or 0 when none is. */
 int64_t tb_settings_min_limit(const struct tb_settings *s);
+
+/* True when `name` can be the propagated deadline's header: an HTTP token (RFC 9110
+ * tchar) of 1..TB_PROP_HEADER_MAX-1 characters. */
+bool tb_settings_header_ok(const char *name);
 
 /* "gate", "connect", ... as written in logs and docs. */
 const char *tb_phase_name(enum tb_phase phase);

@@ -88,6 +88,7 @@ int tb_stats_rows(const struct tb_stats_seg *seg, struct tb_stats_row *rows)
 				r->cuts[p] += atomic_load_explicit(&d->cuts[p], memory_order_relaxed);
 		for (int k = 0; k < TB_NOTICE_COUNT; k++)
 			r->notices[k] += atomic_load_explicit(&d->notices[k], memory_order_relaxed);
+		r->not_sent += atomic_load_explicit(&d->not_sent, memory_order_relaxed);
 		for (int k = 0; k < TB_HIST_COUNT; k++) {
 			tb_hist_snapshot(&d->hist[k], &h);
 			tb_hist_merge(&r->hist[k], &h);
@@ -151,6 +152,25 @@ static void counter(struct tb_textbuf *o, const struct tb_stats_row *rows, int n
 	}
 }
 
+size_t tb_stats_prom_process(const struct tb_stats_seg *seg, int pid, char *buf, size_t len)
+{
+	struct tb_textbuf o = { buf, len, 0 };
+
+	if (len > 0)
+		buf[0] = '\0';
+	family(&o, "timebox_requests_arrived_expired_total", "counter",
+	       "Inbound requests whose deadline header said the budget was already spent.");
+	if (pid > 0)
+		tb_textbuf_put(&o, "timebox_requests_arrived_expired_total{pid=\"%d\"} %llu\n", pid,
+		    (unsigned long long)atomic_load_explicit(&seg->arrived_spent,
+							     memory_order_relaxed));
+	else
+		tb_textbuf_put(&o, "timebox_requests_arrived_expired_total %llu\n",
+		    (unsigned long long)atomic_load_explicit(&seg->arrived_spent,
+							     memory_order_relaxed));
+	return o.n;
+}
+
 size_t tb_stats_prom(const struct tb_stats_row *rows, int n, int pid, char *buf, size_t len)
 {
 	struct tb_textbuf o = { buf, len, 0 };
@@ -179,6 +199,9 @@ size_t tb_stats_prom(const struct tb_stats_row *rows, int n, int pid, char *buf,
 			tb_textbuf_put(&o, ",what=\"%s\"} %llu\n", tb_notice_name((enum tb_notice)k),
 			    rows[i].notices[k]);
 		}
+	counter(&o, rows, n, pid, "timebox_not_sent_total", "counter",
+		"Requests not sent: the thread's request budget was already spent.",
+		offsetof(struct tb_stats_row, not_sent));
 	counter(&o, rows, n, pid, "timebox_gate_rejects_total", "counter",
 		"Connects refused at once by a full gate.", offsetof(struct tb_stats_row, rejects));
 	counter(&o, rows, n, pid, "timebox_gate_acquired_total", "counter",

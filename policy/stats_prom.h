@@ -18,6 +18,7 @@ struct tb_stats_row {
 	long max, leased, pending;
 	unsigned long long calls, completed, rejects, acquired, cuts[TB_PHASE_COUNT];
 	unsigned long long notices[TB_NOTICE_COUNT];
+	unsigned long long not_sent;
 	struct tb_hist_snap hist[TB_HIST_COUNT];
 };
 
@@ -34,5 +35,9 @@ int tb_stats_rows(const struct tb_stats_seg *seg, struct tb_stats_row *rows);
  * was too small. `pid` > 0 adds a pid label (a view over several processes).
  */
 size_t tb_stats_prom(const struct tb_stats_row *rows, int n, int pid, char *buf, size_t len);
+
+/* The process's own counters (not a destination's), appended after tb_stats_prom's text
+ * into buf (len bytes). Same return as tb_stats_prom. */
+size_t tb_stats_prom_process(const struct tb_stats_seg *seg, int pid, char *buf, size_t len);
 
 #endif

@@ -10,7 +10,7 @@
 #include "settings.h"
 
 #define TB_STATS_MAGIC UINT64_C(0x3173746174736274) /* "tbstats1", little-endian */
-#define TB_STATS_VERSION 2
+#define TB_STATS_VERSION 3
 #define TB_STATS_DESTS 32 /* destinations with their own row; later ones count as "other" */
 #define TB_STATS_TEXT 64
 
@@ -44,6 +44,8 @@ struct tb_stats_dest {
 	_Atomic uint64_t acquired, gate_timed_out;
 	struct tb_hist hist[TB_HIST_COUNT];
 	_Atomic uint64_t notices[TB_NOTICE_COUNT]; /* connections per notice kind */
+	_Atomic uint64_t not_sent;      /* requests not sent: the thread's request budget was
+					 * spent (a connect or send refused, shim/request.h) */
 };
 
 struct tb_stats_seg {
@@ -57,6 +59,7 @@ struct tb_stats_seg {
 	_Atomic uint32_t refreshed;     /* the stats thread adds 1 after each refresh */
 	uint32_t pad;
 	_Atomic uint64_t other_calls;   /* calls to destinations past the table */
+	_Atomic uint64_t arrived_spent; /* inbound requests whose deadline header said 0 */
 	struct tb_stats_dest d[TB_STATS_DESTS];
 };
 

@@ -15,7 +15,9 @@
 #include "hooks.h"
 #include "init.h"
 #include "log.h"
+#include "prop_io.h"
 #include "real.h"
+#include "request.h"
 #include "sock.h"
 #include "waits.h"
 #include "stale.h"
@@ -146,6 +148,32 @@ static int connect_marked(struct tb_sock *s, int fd, const struct sockaddr *sa, 
 	return r;
 }
 
+/*
+ * The connect of a thread with a request deadline (request.h): the call's deadline becomes
+ * the smaller of its own (*deadline) and the request's, and a connect after the request's
+ * has passed is refused at once (returns TB_STEP_REFUSED_REQUEST, logged here: no SYN is
+ * sent for a caller that has given up). *by_request and *tag tell the request's deadline
+ * applies.
+ */
+#define TB_STEP_REFUSED_REQUEST (-100)
+static __attribute__((noinline)) int connect_request(const struct tb_settings *set,
+						     const struct tb_dest *d, int fd, int64_t now,
+						     int64_t *deadline, struct tb_req_tag *tag,
+						     bool *by_request)
+{
+	int64_t start, r = tb_req_bound(set, tag, &start);
+
+	if (r == TB_NEVER || r > *deadline)
+		return TB_STEP_GO;
+	*deadline = r;
+	*by_request = true;
+	if (now < r)
+		return TB_STEP_GO;
+	tb_stats_not_sent(d);
+	tb_log_timeout_budget(TB_PHASE_DEADLINE, d, fd, now - start, r - start, 0, NULL, tag);
+	return TB_STEP_REFUSED_REQUEST;
+}
+
 static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len, uintptr_t sp)
 {
 	struct tb_dest d;
@@ -157,6 +185,8 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len, ui
 	struct tb_gate *gate = NULL;
 	int64_t now, start, deadline;
 	int step, saved = errno, slot_fd = -1, got;
+	struct tb_req_tag req;
+	bool by_request = false;
 
 	set = governable(fd, sa, len, &d, &ino, &nonblock);
 	if (set == NULL) {
@@ -165,7 +195,7 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len, ui
 	}
 	now = tb_now();
 	b = tb_budget_here();
-	if (TB_UNLIKELY(tb_thread_multiplexed) && set->scope == TB_SCOPE_CALL) {
+	if (TB_UNLIKELY(tb_thread_multiplexed) && set->scope != TB_SCOPE_PROCESS) {
 		/* An event loop's connection is a call of its own (thread.h): a fresh deadline,
 		 * no retry window - it is not a retry of the request another socket lost. */
 		start = now;
@@ -174,10 +204,12 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len, ui
 	} else {
 		step = tb_budget_step(b, set, &d, now, &start, &deadline);
 	}
+	if (step == TB_STEP_GO && TB_UNLIKELY(tb_req_deadline() != TB_NEVER))
+		step = connect_request(set, &d, fd, now, &deadline, &req, &by_request);
 	if (step != TB_STEP_GO) {
 		if (step == TB_STEP_RETRY_WINDOW)
 			tb_log_reject(TB_PHASE_DEADLINE, &d, fd, "retry_window");
-		else
+		else if (step == TB_STEP_EXPIRED)
 			tb_log_timeout(TB_PHASE_DEADLINE, &d, fd, now - start, deadline - start, 0);
 		errno = set->on_timeout == TB_ON_TIMEOUT_EAGAIN ? EAGAIN : ETIMEDOUT;
 		return -1;
@@ -216,7 +248,11 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len, ui
 	}
 	if (gate != NULL)
 		tb_sock_hold_slot(s, gate, slot_fd);
+	if (TB_UNLIKELY(set->propagate))
+		tb_pout_connected(fd, s); /* its state is mapped here, never on the data path */
 	tb_sock_set_call(s, start, deadline);
+	if (by_request)
+		tb_sock_set_request(s, deadline, &req);
 	tb_stats_call_begin(s, start);
 	/* Now rather than at the first wait, which may come inside a signal handler. */
 	tb_wd_start();
@@ -278,6 +314,8 @@ TB_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *alen)
 
 	if (nfd >= 0 && TB_UNLIKELY(tb_fd_sock(nfd) != NULL))
 		forget_stale(nfd);
+	if (nfd >= 0 && TB_UNLIKELY(tb_default_settings.scope == TB_SCOPE_REQUEST))
+		tb_pin_accepted(nfd);
 	return nfd;
 }
 
@@ -287,6 +325,8 @@ TB_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *alen, int flags)
 
 	if (nfd >= 0 && TB_UNLIKELY(tb_fd_sock(nfd) != NULL))
 		forget_stale(nfd);
+	if (nfd >= 0 && TB_UNLIKELY(tb_default_settings.scope == TB_SCOPE_REQUEST))
+		tb_pin_accepted(nfd);
 	return nfd;
 }
 

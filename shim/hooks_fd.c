@@ -19,6 +19,7 @@
 #include "fdtable.h"
 #include "hooks.h"
 #include "log.h"
+#include "prop_io.h"
 #include "real.h"
 #include "sock.h"
 #include "stats.h"
@@ -142,6 +143,23 @@ static TB_SLOW int close_internal(int fd)
 	return tb_foreign_process() ? tb_real.close(fd) : 0;
 }
 
+/* A scope=request process: fd may be an inbound connection (prop_io.h), forgotten while its
+ * number is still ours, before the kernel can hand it to another thread's accept. */
+static TB_SLOW int close_maybe_inbound(int fd)
+{
+	tb_pin_forget(fd);
+	return tb_real.close(fd);
+}
+
+/* newfd (r, when the duplicating call succeeded) now copies oldfd: an inbound connection's
+ * fd follows, one dup'ed over goes (prop_io.h). Only in a scope=request process. */
+static int follow_inbound(int oldfd, int r)
+{
+	if (r >= 0 && TB_UNLIKELY(tb_pin_enabled()))
+		tb_pin_dup(oldfd, r);
+	return r;
+}
+
 TB_EXPORT int close(int fd)
 {
 	if (TB_LIKELY(tb_fd_sock(fd) == NULL)) {
@@ -149,6 +167,8 @@ TB_EXPORT int close(int fd)
 			return close_internal(fd);
 		if (TB_UNLIKELY(tb_epset_known(fd)))
 			return close_epoll(fd);
+		if (TB_UNLIKELY(tb_pin_enabled()))
+			return close_maybe_inbound(fd);
 		return tb_real.close(fd);
 	}
 	return close_tracked(fd);
@@ -203,6 +223,8 @@ static int close_range_own(unsigned first, unsigned last, int flags)
 	unsigned lo = first;
 	int rc = 0, ihi = atomic_load(&tb_fd_internal_hiwater);
 
+	if (TB_UNLIKELY(tb_pin_enabled()))
+		tb_pin_forget_range(first, last);
 	for (unsigned fd = first; ihi >= 0 && fd <= last && fd <= (unsigned)ihi; fd++) {
 		if (!tb_fd_is_internal((int)fd))
 			continue;
@@ -254,7 +276,7 @@ TB_EXPORT void closefrom(int lowfd)
 
 TB_EXPORT int dup(int fd)
 {
-	int nfd = tb_real.dup(fd);
+	int nfd = follow_inbound(fd, tb_real.dup(fd));
 
 	if (nfd >= 0 && TB_UNLIKELY(tb_fd_sock(fd) != NULL || tb_fd_sock(nfd) != NULL))
 		duplicate(fd, nfd);
@@ -297,19 +319,21 @@ TB_EXPORT int dup2(int oldfd, int newfd)
 	if (oldfd == newfd)
 		return tb_real.dup2(oldfd, newfd);
 	if (TB_UNLIKELY(newfd == 2))
-		return onto_stderr(dup_onto(oldfd, newfd, 0, false));
+		return onto_stderr(follow_inbound(oldfd, dup_onto(oldfd, newfd, 0, false)));
 	if (TB_LIKELY(untouched(oldfd, newfd)))
-		return tb_real.dup2(oldfd, newfd);
-	return dup_onto(oldfd, newfd, 0, false);
+		return follow_inbound(oldfd, tb_real.dup2(oldfd, newfd));
+	return follow_inbound(oldfd, dup_onto(oldfd, newfd, 0, false));
 }
 
 TB_EXPORT int dup3(int oldfd, int newfd, int flags)
 {
 	if (oldfd != newfd && TB_UNLIKELY(newfd == 2))
-		return onto_stderr(dup_onto(oldfd, newfd, flags, true));
-	if (oldfd == newfd || TB_LIKELY(untouched(oldfd, newfd)))
-		return tb_real.dup3(oldfd, newfd, flags); /* oldfd == newfd: EINVAL */
-	return dup_onto(oldfd, newfd, flags, true);
+		return onto_stderr(follow_inbound(oldfd, dup_onto(oldfd, newfd, flags, true)));
+	if (oldfd == newfd)
+		return tb_real.dup3(oldfd, newfd, flags); /* EINVAL */
+	if (TB_LIKELY(untouched(oldfd, newfd)))
+		return follow_inbound(oldfd, tb_real.dup3(oldfd, newfd, flags));
+	return follow_inbound(oldfd, dup_onto(oldfd, newfd, flags, true));
 }
 
 /* After a successful fcntl: duplicates, and O_NONBLOCK changes of a governed fd (the open
@@ -334,6 +358,8 @@ static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *arg)
 {
 	int r = real(fd, cmd, arg);
 
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+		follow_inbound(fd, r);
 	if (TB_UNLIKELY(tb_fd_sock(fd) != NULL) ||
 	    ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && TB_UNLIKELY(tb_fd_sock(r) != NULL)))
 		fcntl_after(fd, cmd, arg, r);

@@ -14,6 +14,7 @@
 #include "gates.h"
 #include "log.h"
 #include "real.h"
+#include "request.h"
 #include "stats.h"
 #include "thread.h"
 #include "watchdog.h"
@@ -45,6 +46,7 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	tb_thread_fork_child(); /* first: tells this process from a vfork child again */
+	tb_req_fork_child();    /* the request was the parent's: its caller waits on the parent */
 	tb_configure_fork_child();
 	tb_wd_fork_child();
 	tb_gates_fork_child();

@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "log_sink.h"
 #include "ratelimit.h"
+#include "reqtag.h"
 #include "thread.h"
 
 #define LINE_MAX_LEN 768
@@ -287,10 +288,17 @@ static void at_exit_flush(void)
 	tb_log_flush_suppressed();
 }
 
+/* The inbound requests' header (the defaults' deadline_header), for budget=header notes:
+ * copied once at start-up, before any thread runs. */
+static char deadline_header[TB_PROP_HEADER_MAX] = TB_PROP_HEADER_DEFAULT;
+
 void tb_log_open(const struct tb_settings *s)
 {
 	const char *why = NULL;
 	int target = tb_sink_open(s, &why);
+
+	memcpy(deadline_header, s->deadline_header, sizeof(deadline_header));
+	deadline_header[sizeof(deadline_header) - 1] = '\0';
 
 	atomic_store(&log_format, (int)s->log_format);
 	tb_rl_init(&limiter, s->log_rate);
@@ -331,6 +339,40 @@ void tb_log_timeout_with(enum tb_phase phase, const struct tb_dest *d, int fd,
 			 int64_t elapsed_ns, int64_t limit_ns, int tid,
 			 const struct tb_log_timers *known)
 {
+	tb_log_timeout_budget(phase, d, fd, elapsed_ns, limit_ns, tid, known, NULL);
+}
+
+/* The notes of a request budget (request.h): where the deadline that cut the call came
+ * from. The value is the peer's, validated by the header parser (digits and a unit) and
+ * cut to the tag's size; put_value quotes anything else. */
+static void put_budget(struct line *l, const struct tb_req_tag *tag)
+{
+	char value[sizeof(tag->value) + 1];
+
+	switch (tag->source) {
+	case TB_REQ_SRC_API:
+		kv_str(l, "budget", "api");
+		return;
+	case TB_REQ_SRC_SCOPE:
+		kv_str(l, "budget", "request");
+		return;
+	case TB_REQ_SRC_HEADER:
+		memcpy(value, tag->value, sizeof(tag->value));
+		value[sizeof(tag->value)] = '\0';
+		kv_str(l, "budget", "header");
+		kv_str(l, "header", tag->header == TB_REQ_HDR_ENVOY ? "x-envoy-expected-rq-timeout-ms"
+								    : deadline_header);
+		kv_str(l, "value", value[0] != '\0' ? value : "?");
+		return;
+	default:
+		return;
+	}
+}
+
+void tb_log_timeout_budget(enum tb_phase phase, const struct tb_dest *d, int fd,
+			   int64_t elapsed_ns, int64_t limit_ns, int tid,
+			   const struct tb_log_timers *known, const struct tb_req_tag *tag)
+{
 	struct line l;
 	struct tb_log_timers t;
 
@@ -354,6 +396,8 @@ void tb_log_timeout_with(enum tb_phase phase, const struct tb_dest *d, int fd,
 	kv_int(&l, "first_byte_ms", t.first_byte_ms);
 	kv_int(&l, "total_ms", t.total_ms);
 	kv_int(&l, "budget_ms", t.budget_ms);
+	if (tag != NULL)
+		put_budget(&l, tag);
 	put_ids(&l, tid);
 	emit(&l);
 }

@@ -98,4 +98,12 @@ void tb_log_timeout_with(enum tb_phase phase, const struct tb_dest *d, int fd,
 			 int64_t elapsed_ns, int64_t limit_ns, int tid,
 			 const struct tb_log_timers *t);
 
+struct tb_req_tag;
+/* tb_log_timeout_with for a call cut (or refused) at the thread's request deadline: the
+ * line also says where that budget came from (`budget=api`, `budget=request`, or
+ * `budget=header header=X-Deadline-Ms value=1000`; request.h). */
+void tb_log_timeout_budget(enum tb_phase phase, const struct tb_dest *d, int fd,
+			   int64_t elapsed_ns, int64_t limit_ns, int tid,
+			   const struct tb_log_timers *t, const struct tb_req_tag *tag);
+
 #endif

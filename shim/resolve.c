@@ -18,6 +18,7 @@
 #include "configure.h"
 #include "log.h"
 #include "real.h"
+#include "request.h"
 #include "thread.h"
 
 struct tb_resolve_real tb_resolve_real;
@@ -333,7 +334,7 @@ enum tb_lookup_plan tb_lookup_plan(struct tb_lookup *lk, const char *name, int a
 	if (!atomic_load_explicit(&tb_governing, memory_order_relaxed) || tb_resolver_thread)
 		return TB_LOOKUP_NATIVE;
 	dns = tb_default_settings.dns_ns;
-	if (dns <= 0 && tb_default_settings.deadline_ns <= 0)
+	if (dns <= 0 && tb_default_settings.deadline_ns <= 0 && tb_req_deadline() == TB_NEVER)
 		return TB_LOOKUP_NATIVE;
 	/* A vfork child runs on its parent's budgets and memory and must change neither: its
 	 * lookup runs natively, as it would without timebox (no resolver thread of its own, no
@@ -347,6 +348,20 @@ enum tb_lookup_plan tb_lookup_plan(struct tb_lookup *lk, const char *name, int a
 	deadline = TB_NEVER;
 	step = tb_budget_step(tb_budget_here(), &tb_default_settings, &lookup_dest, now, &start,
 			      &deadline);
+	if (step == TB_STEP_GO && __builtin_expect(tb_req_deadline() != TB_NEVER, 0)) {
+		/* The thread's request deadline bounds the lookup too (request.h); past it the
+		 * lookup is refused, as a connect would be. */
+		struct tb_req_tag tag;
+		int64_t rstart, r = tb_req_bound(&tb_default_settings, &tag, &rstart);
+
+		if (r != TB_NEVER && r < deadline) {
+			deadline = r;
+			if (now >= r) {
+				start = rstart;
+				step = TB_STEP_EXPIRED;
+			}
+		}
+	}
 	lk->name = name;
 	lk->call_start = start;
 	lk->deadline = deadline;

@@ -12,6 +12,7 @@
 #include "fdtable.h"
 #include "gates.h"
 #include "real.h"
+#include "reqtag.h"
 #include "thread.h"
 
 #define CHUNK 128
@@ -117,6 +118,7 @@ struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct 
 	atomic_store_explicit(&s->connect_start, now, memory_order_relaxed);
 	atomic_store_explicit(&s->call_start, now, memory_order_relaxed);
 	atomic_store_explicit(&s->call_deadline, TB_NEVER, memory_order_relaxed);
+	atomic_store_explicit(&s->req_deadline, TB_NEVER, memory_order_relaxed);
 	side_reset(&s->side[TB_RD]);
 	side_reset(&s->side[TB_WR]);
 	atomic_store_explicit(&s->wr_seen, 0, memory_order_relaxed);
@@ -210,6 +212,33 @@ void tb_sock_set_call(struct tb_sock *s, int64_t start, int64_t deadline)
 {
 	atomic_store_explicit(&s->call_start, start, memory_order_relaxed);
 	atomic_store_explicit(&s->call_deadline, deadline, memory_order_relaxed);
+}
+
+void tb_sock_set_request(struct tb_sock *s, int64_t deadline, const struct tb_req_tag *tag)
+{
+	uint64_t w[2];
+
+	_Static_assert(sizeof(*tag) == sizeof(w), "a tag is two words");
+	memcpy(w, tag, sizeof(w));
+	atomic_store_explicit(&s->req_tag[0], w[0], memory_order_relaxed);
+	atomic_store_explicit(&s->req_tag[1], w[1], memory_order_relaxed);
+	atomic_store_explicit(&s->req_deadline, deadline, memory_order_relaxed);
+	atomic_store_explicit(&s->call_deadline, deadline, memory_order_relaxed);
+}
+
+/* A call deadline equal to the recorded request deadline is the request's: a call's own
+ * deadline is another instant (ns apart at least), so a stale record never matches. */
+bool tb_sock_request_tag(struct tb_sock *s, struct tb_req_tag *tag)
+{
+	uint64_t w[2];
+	int64_t d = atomic_load_explicit(&s->call_deadline, memory_order_relaxed);
+
+	if (d == TB_NEVER || atomic_load_explicit(&s->req_deadline, memory_order_relaxed) != d)
+		return false;
+	w[0] = atomic_load_explicit(&s->req_tag[0], memory_order_relaxed);
+	w[1] = atomic_load_explicit(&s->req_tag[1], memory_order_relaxed);
+	memcpy(tag, w, sizeof(*tag));
+	return true;
 }
 
 void tb_sock_connect_begins(struct tb_sock *s, int64_t now)

@@ -10,6 +10,7 @@
 #include "dest.h"
 #include "frame.h"
 #include "phase.h"
+#include "reqtag.h"
 #include "settings.h"
 
 struct tb_gate;
@@ -38,6 +39,8 @@ struct tb_log_note {
 	struct tb_dest dest;
 	int fd, tid;
 	enum tb_phase phase;
+	bool by_request;        /* the call's deadline was the thread's request deadline */
+	struct tb_req_tag req;  /* ... from where (request.h) */
 };
 
 /*
@@ -82,7 +85,8 @@ struct tb_log_note {
  *     expiry under `busy` (tb_sock_expire).
  * (8) `refs` counts fds in the table that refer to the socket; the last tb_sock_unref
  *     frees it. `has_slot` is exchanged to false exactly once (tb_sock_release_slot).
- * (9) `set`, `nonblock`, `got_bytes`, connect_start, call_start, call_deadline are relaxed
+ * (9) `set`, `nonblock`, `got_bytes`, connect_start, call_start, call_deadline (and
+ *     req_deadline, req_tag) are relaxed
  *     atomics written by the hooks of any thread (fcntl, a transfer, a new call; the last
  *     writer wins, as for the program's own view of the socket) and read by the watchdog,
  *     which recomputes an expiry from them before acting. `delivered` is exchanged once.
@@ -132,6 +136,12 @@ struct tb_sock {
 	_Atomic int64_t connect_start;
 	_Atomic int64_t call_start;
 	_Atomic int64_t call_deadline;
+	/* The request deadline (request.h) the last step clamped call_deadline to, and where it
+	 * came from (struct tb_req_tag, 16 bytes): the cut's line names the budget when
+	 * call_deadline is still that one. Relaxed, as call_deadline (rule 9); a torn tag
+	 * only garbles a log note. */
+	_Atomic int64_t req_deadline;
+	_Atomic uint64_t req_tag[2];
 	struct tb_side_state side[2];
 	struct tb_gate *gate;     /* the gate whose slot it holds (tb_sock_release_slot) */
 	/* watchdog bookkeeping (watchdog.c, sock_expire.c) */
@@ -220,6 +230,14 @@ void tb_sock_set_open(struct tb_sock *s);
 
 /* The call under way on this socket starts/ends at these times (TB_NEVER: no deadline). */
 void tb_sock_set_call(struct tb_sock *s, int64_t start, int64_t deadline);
+
+/* The step clamped the socket's call deadline to the thread's request deadline `deadline`
+ * (request.h), whose source is `tag`: stored for the cut's log line. */
+void tb_sock_set_request(struct tb_sock *s, int64_t deadline, const struct tb_req_tag *tag);
+
+/* True when the socket's call deadline is the request's the last tb_sock_set_request
+ * recorded, with its tag in *tag; false when the call's deadline is its own. */
+bool tb_sock_request_tag(struct tb_sock *s, struct tb_req_tag *tag);
 
 /* The handshake of s begins at `now`: the connect phase counts from here. Called once
  * timebox's own start-up inside the first connect (the statistics segment, its threads)

@@ -496,6 +496,7 @@ int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_p
 	s->note.tid = own_fd ? tb_tid() : atomic_load_explicit(&s->waiter_tid,
 							       memory_order_relaxed);
 	s->note.phase = phase;
+	s->note.by_request = phase == TB_PHASE_DEADLINE && tb_sock_request_tag(s, &s->note.req);
 	atomic_store_explicit(&s->log_pending, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&tb_expiries[phase], 1, memory_order_relaxed);
 	tb_stats_cut(s, phase);
@@ -517,8 +518,13 @@ out:
 		 * syslog) must neither delay the cut nor hold up close() of this socket. The woken
 		 * thread waits a little for the line before it reports the error (it might exit on
 		 * it): tb_sock_await_log. */
-		tb_log_timeout_with(note.phase, &note.dest, note.fd, note.elapsed, note.limit,
-				    note.tid, timed ? &timers : NULL);
+		if (note.by_request)
+			tb_log_timeout_budget(note.phase, &note.dest, note.fd, note.elapsed,
+					      note.limit, note.tid, timed ? &timers : NULL,
+					      &note.req);
+		else
+			tb_log_timeout_with(note.phase, &note.dest, note.fd, note.elapsed,
+					    note.limit, note.tid, timed ? &timers : NULL);
 		atomic_store_explicit(&s->log_pending, 0, memory_order_release);
 	} else if (rc == -2) {
 		forget_stale_slot(s, gen);

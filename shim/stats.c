@@ -171,6 +171,8 @@ static void write_file(void)
 			return;
 		need = tb_stats_prom(rows, n, 0, buf, cap);
 		if (need < cap)
+			need += tb_stats_prom_process(seg, 0, buf + need, cap - need);
+		if (need < cap)
 			break;
 		cap = need + 1;
 	}
@@ -525,6 +527,24 @@ void tb_stats_notice(struct tb_sock *s, enum tb_notice k)
 
 	if (r != NULL && (unsigned)k < TB_NOTICE_COUNT)
 		ADD(r->notices[k]);
+}
+
+void tb_stats_not_sent(const struct tb_dest *d)
+{
+	int i;
+
+	/* ready(), not seg: a refused connect may be the process's first (no segment yet). */
+	if (!ready())
+		return;
+	i = row_of(d);
+	if (i >= 0)
+		ADD(seg->d[i].not_sent);
+}
+
+void tb_stats_arrived_spent(void)
+{
+	if (ready()) /* a server may read requests before its first outbound connect */
+		ADD(seg->arrived_spent);
 }
 
 void tb_stats_closed(struct tb_sock *s)

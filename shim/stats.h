@@ -48,6 +48,12 @@ void tb_stats_cut(struct tb_sock *s, enum tb_phase phase);
  * it for s's destination, whatever the log level. Lock-free, no system call. */
 void tb_stats_notice(struct tb_sock *s, enum tb_notice k);
 
+/* A request to d was not sent: the thread's request budget was spent (request.h). */
+void tb_stats_not_sent(const struct tb_dest *d);
+
+/* An inbound request arrived with its budget already spent (a deadline header of 0). */
+void tb_stats_arrived_spent(void);
+
 /* A call's timers as the log shows them, in ms; -1 for a phase not reached. */
 
 /* The timers kept by the last tb_stats_cut of the socket fd names, once (then forgotten).

@@ -15,6 +15,7 @@
 #include "hooks.h"
 #include "log.h"
 #include "real.h"
+#include "request.h"
 #include "stale.h"
 #include "waits.h"
 #include "watchdog.h"
@@ -202,7 +203,7 @@ static __attribute__((noinline)) int step_own(struct tb_sock *s, const struct tb
 	int64_t deadline;
 	bool starts;
 
-	if (set->deadline_ns <= 0 || set->scope != TB_SCOPE_CALL)
+	if (set->deadline_ns <= 0 || set->scope == TB_SCOPE_PROCESS)
 		return st > TB_FRAME_RAW ? step_framed(s, set, tb_budget_here(), fs, now) :
 					   step_unframed(s, set, now);
 	if (st == TB_FRAME_SESSION)
@@ -215,6 +216,31 @@ static __attribute__((noinline)) int step_own(struct tb_sock *s, const struct tb
 	if (starts || deadline == TB_NEVER || now >= deadline)
 		tb_sock_set_call(s, now, tb_budget_add_sat(now, set->deadline_ns));
 	return TB_STEP_GO;
+}
+
+/*
+ * The thread has a request deadline (request.h: an inbound request's, the API's): the call's
+ * deadline becomes the smaller of its own and the request's, and a send after the request's
+ * has passed is refused - nothing is sent (the downstream would work for a caller that has
+ * given up). The call's start moves back to the request's then, so that the refusal's line
+ * says how long the request has run and what it was given. Out of line: only a thread
+ * inside a request comes here.
+ */
+static __attribute__((noinline)) int step_request(struct tb_sock *s, const struct tb_settings *set,
+						  int64_t now)
+{
+	struct tb_req_tag tag;
+	int64_t start;
+	int64_t r = tb_req_bound(set, &tag, &start);
+
+	if (r == TB_NEVER || r > atomic_load_explicit(&s->call_deadline, memory_order_relaxed))
+		return TB_STEP_GO;
+	tb_sock_set_request(s, r, &tag);
+	if (now < r)
+		return TB_STEP_GO;
+	atomic_store_explicit(&s->call_start, start, memory_order_relaxed);
+	tb_stats_not_sent(&s->dest); /* inside the caller's section (sock.h, rule 12) */
+	return TB_STEP_EXPIRED;
 }
 
 /*
@@ -231,12 +257,17 @@ static inline __attribute__((always_inline)) int step_call(struct tb_sock *s,
 							   int64_t now)
 {
 	unsigned fs = atomic_load_explicit(&s->frame_state, memory_order_relaxed);
+	int step;
 
 	if (TB_UNLIKELY(tb_thread_multiplexed))
-		return step_own(s, set, fs, now);
-	if (TB_UNLIKELY((fs & TB_FS_STATE) > TB_FRAME_RAW))
-		return step_framed(s, set, tb_budget_here(), fs, now);
-	return step_unframed(s, set, now);
+		step = step_own(s, set, fs, now);
+	else if (TB_UNLIKELY((fs & TB_FS_STATE) > TB_FRAME_RAW))
+		step = step_framed(s, set, tb_budget_here(), fs, now);
+	else
+		step = step_unframed(s, set, now);
+	if (TB_UNLIKELY(tb_req_deadline() != TB_NEVER) && step == TB_STEP_GO)
+		return step_request(s, set, now);
+	return step;
 }
 
 /* The wait begins after its expiry: fail at once, unless the data is already here.
@@ -324,7 +355,7 @@ __attribute__((always_inline)) inline int tb_xfer_begin(struct tb_xfer *x, struc
 	if (side == TB_RD && !blocking)
 		return 0;
 	now = x->now = tb_now();
-	if (side == TB_WR && set->deadline_ns > 0) {
+	if (side == TB_WR && (set->deadline_ns > 0 || TB_UNLIKELY(tb_req_deadline() != TB_NEVER))) {
 		int step;
 
 		if (!tb_sock_enter(s, x->gen)) { /* closed under us: no longer ours to govern */

@@ -287,7 +287,7 @@ CONF_DIR = os.path.join(lib.ROOT, "conf")
 # Every example, and what `timebox check` says of it: the seed's inventory client warns on
 # purpose (its comment says why); the others are clean.
 EXAMPLES = {"inventory.conf": (1, ["phases-exceed-deadline"]), "service.conf": (0, []),
-            "streaming.conf": (0, []), "redis.conf": (0, [])}
+            "streaming.conf": (0, []), "redis.conf": (0, []), "order.conf": (0, [])}
 
 
 def check(*args, env=None):
@@ -325,14 +325,14 @@ def test_check_warnings_text_and_json():
         r = check("--inbound", "800ms", conf)
         assert r.returncode == 1, r
         assert "%s:2: warning: [no-deadline] defaults: read_timeout is 1s" % conf in r.stdout, r
-        assert r.stdout.count("    fix: ") == 7, r
+        assert r.stdout.count("    fix: ") == 8, r
         r = check("--inbound", "800ms", "--format=json", conf)
         report = json.loads(r.stdout)
         assert r.returncode == 1 and report["status"] == 1, r
         assert sorted(w["rule"] for w in report["warnings"]) == sorted([
             "no-deadline", "retries-exceed-deadline", "cap-vs-littles-law",
             "phase-never-fires", "deadline-exceeds-inbound", "cap-vs-littles-law",
-            "unbounded-gate-wait"]), report
+            "unbounded-gate-wait", "retries-exceed-request-budget"]), report
         assert {w["line"] for w in report["warnings"]} == {2, 5, 8, 11}, report
     finally:
         os.unlink(conf)
@@ -393,7 +393,9 @@ def test_install_tree_works():
         root = os.path.join(dest, "usr/local")
         for rel in ("bin/timebox", "lib/timebox/libtimebox.so", "include/timebox.h",
                     "lib/pkgconfig/timebox.pc", "share/man/man1/timebox.1",
-                    "share/man/man5/timebox.conf.5", "share/timebox/examples/redis.conf"):
+                    "share/man/man5/timebox.conf.5", "share/timebox/examples/redis.conf",
+                    "share/man/man3/timebox_deadline_begin.3",
+                    "share/man/man3/timebox_remaining_ms.3"):
             assert os.path.isfile(os.path.join(root, rel)), rel
         tb = os.path.join(root, "bin/timebox")
 
@@ -420,8 +422,29 @@ def test_install_tree_works():
         with open(os.path.join(root, "include/timebox.h")) as f:
             assert '#define TIMEBOX_VERSION "%s"' % version in f.read()
 
-        # Both pages render.
-        for page in ("share/man/man1/timebox.1", "share/man/man5/timebox.conf.5"):
+        # A program built against the installed header with pkg-config's flags alone (the
+        # API needs no library to link) runs without the library: no deadline.
+        r = lib.run(["pkg-config", "--define-variable=prefix=" + root, "--cflags", "--libs",
+                     "timebox"],
+                    env=dict(env, PKG_CONFIG_PATH=os.path.join(root, "lib/pkgconfig")))
+        assert r.returncode == 0, r
+        src, exe = os.path.join(dest, "api.c"), os.path.join(dest, "api")
+        with open(src, "w") as f:
+            f.write("#include <timebox.h>\n#include <stdio.h>\nint main(void) {\n"
+                    " int rc = timebox_deadline_begin(100);\n"
+                    " printf(\"%d %ld\\n\", rc, timebox_remaining_ms());\n"
+                    " timebox_deadline_end();\n return 0;\n}\n")
+        r = lib.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-o", exe, src]
+                    + r.stdout.split(), env=env)
+        assert r.returncode == 0, r
+        r = lib.run([exe], env=env)
+        assert r.returncode == 0 and r.stdout == "0 -1\n", r
+        os.remove(src)
+        os.remove(exe)
+
+        # The pages render.
+        for page in ("share/man/man1/timebox.1", "share/man/man5/timebox.conf.5",
+                     "share/man/man3/timebox_deadline_begin.3"):
             r = lib.run(["man", "-l", "-P", "cat", os.path.join(root, page)],
                         env=dict(env, MANWIDTH="80"))
             assert r.returncode == 0 and "SEE ALSO" in r.stdout, (page, r)

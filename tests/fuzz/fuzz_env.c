@@ -91,6 +91,9 @@ static void check_only_member(const struct tb_settings *before, const struct tb_
 	case TB_ENV_FILE:
 		memcpy((char *)&a + var->field, (char *)&b + var->field, TB_LOG_PATH_MAX);
 		break;
+	case TB_ENV_HEADER:
+		memcpy((char *)&a + var->field, (char *)&b + var->field, TB_PROP_HEADER_MAX);
+		break;
 	case TB_ENV_PATH:
 		break;
 	}

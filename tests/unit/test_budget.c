@@ -243,6 +243,29 @@ static void test_deadline_expiry_closes_and_fails_fast(void **state)
 	expect_go(&b, &s, &a, T0 + 1300 * MS, T0 + 1300 * MS, T0 + 1600 * MS);
 }
 
+/* scope=request: the call drew on an inbound request's 100 ms (shim/request.h) and was cut
+ * there, before its own 300 ms. The next request's call to the same destination goes ahead
+ * at once, with a fresh deadline: no retry window from a deadline that was not the call's. */
+static void test_request_cut_leaves_no_retry_window(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest a = dest_v4("10.0.0.1", 80);
+
+	(void)state;
+	settings(&s, 300 * MS);
+	s.scope = TB_SCOPE_REQUEST;
+	s.retry_window_ns = 1 * S;
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &a, T0, T0, T0 + 300 * MS);
+	tb_budget_on_expired(&b, &s, &a, TB_PHASE_DEADLINE, T0 + 100 * MS);
+	assert_false(b.open);
+	expect_go(&b, &s, &a, T0 + 101 * MS, T0 + 101 * MS, T0 + 401 * MS);
+	/* Its own deadline still opens the retry window, as in scope=call. */
+	tb_budget_on_expired(&b, &s, &a, TB_PHASE_DEADLINE, T0 + 401 * MS);
+	expect_refused(&b, &s, &a, T0 + 402 * MS, TB_STEP_RETRY_WINDOW);
+}
+
 static void test_deadline_expiry_other_dest_fresh(void **state)
 {
 	struct tb_settings s;
@@ -754,6 +777,7 @@ int main(void)
 		cmocka_unit_test(test_response_then_close_opens_fresh),
 		cmocka_unit_test(test_response_ignored_when_closed),
 		cmocka_unit_test(test_deadline_expiry_closes_and_fails_fast),
+		cmocka_unit_test(test_request_cut_leaves_no_retry_window),
 		cmocka_unit_test(test_deadline_expiry_other_dest_fresh),
 		cmocka_unit_test(test_phase_expiry_keeps_open),
 		cmocka_unit_test(test_seed_question_4),

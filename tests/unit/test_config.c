@@ -214,7 +214,7 @@ static void test_errors(void **state)
 		  "setting ignored");
 	one_error("defaults = {\n max_conns = 1.5; };\n", 2, "max_conns", "wrong type",
 		  "setting ignored");
-	one_error("defaults = {\n scope = \"thread\"; };\n", 2, "scope", "call or process",
+	one_error("defaults = {\n scope = \"thread\"; };\n", 2, "scope", "call, process or request",
 		  "setting ignored");
 	one_error("defaults = {\n gate_shared = \"yes\"; };\n", 2, "gate_shared", "true or false",
 		  "setting ignored");
@@ -234,12 +234,55 @@ static void test_errors(void **state)
 	one_error("destinations = (\n { read_timeout = \"1s\"; } );\n", 2, "match",
 		  "needs a match", "rule ignored");
 	one_error("destinations = (\n { match = \"*\";\n scope = \"process\"; } );\n", 3, "scope",
-		  "process-wide", "rule ignored");
+		  "a rule's scope is call or request", "rule ignored");
+	one_error("defaults = { scope = \"process\"; };\n"
+		  "destinations = (\n { match = \"*\";\n scope = \"call\"; } );\n", 4, "scope",
+		  "cannot set another", "rule ignored");
+	one_error("defaults = {\n deadline_header = \"X Deadline\"; };\n", 2, "deadline_header",
+		  "1 to 63", "setting ignored");
+	one_error("defaults = {\n deadline_header = 1000; };\n", 2, "deadline_header",
+		  "is a string", "setting ignored");
+	one_error("defaults = {\n propagate = 1; };\n", 2, "propagate", "true or false",
+		  "setting ignored");
 	one_error("destinations = (\n { match = \"*\";\n enabled = \"no\"; } );\n", 3, "enabled",
 		  "true or false", "rule ignored");
 	one_error("destinations = { match = \"*\"; };\n", 1, "destinations", "a list of rules",
 		  "setting ignored");
 	one_error("defaults = (1, 2);\n", 1, "defaults", "is a group", "setting ignored");
+}
+
+/*
+ * scope = "request" in defaults: inbound requests open a budget, and every rule's calls draw
+ * on it unless the rule says scope = "call". propagate and deadline_header are per rule
+ * (outbound: what a destination is sent), the defaults' for inbound requests.
+ */
+static void test_request_scope_and_propagation(void **state)
+{
+	struct tb_config *c = parse("defaults = { deadline = \"1s\"; scope = \"request\";\n"
+				    "  propagate = true; deadline_header = \"X-Budget-Ms\"; };\n"
+				    "destinations = (\n"
+				    "  { match = \"*:6379\"; scope = \"call\"; propagate = false; },\n"
+				    "  { match = \"*:81\"; deadline_header = \"grpc-timeout\"; }\n"
+				    ");\n");
+	const struct tb_settings *redis, *web, *other;
+
+	(void)state;
+	assert_int_equal(errs.count, 0);
+	assert_int_equal(c->defaults.set.scope, TB_SCOPE_REQUEST);
+	assert_true(c->defaults.set.propagate);
+	assert_string_equal(c->defaults.set.deadline_header, "X-Budget-Ms");
+	redis = governing(c, "192.0.2.1", 6379, NULL);
+	web = governing(c, "192.0.2.1", 81, NULL);
+	other = governing(c, "192.0.2.1", 82, NULL);
+	assert_int_equal(redis->scope, TB_SCOPE_CALL);
+	assert_false(redis->propagate);
+	assert_string_equal(redis->deadline_header, "X-Budget-Ms");
+	assert_int_equal(web->scope, TB_SCOPE_REQUEST);
+	assert_true(web->propagate);
+	assert_string_equal(web->deadline_header, "grpc-timeout");
+	assert_int_equal(other->scope, TB_SCOPE_REQUEST);
+	assert_int_equal(c->rules[0].r.origin[field("scope")], TB_ORIGIN_RULE);
+	tb_config_free(c);
 }
 
 static void test_broken_rule_is_dropped(void **state)
@@ -529,6 +572,7 @@ int main(void)
 		cmocka_unit_test(test_disabled_defaults),
 		cmocka_unit_test(test_empty_file_limits_nothing),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_request_scope_and_propagation),
 		cmocka_unit_test(test_broken_rule_is_dropped),
 		cmocka_unit_test(test_bad_default_keeps_the_rest),
 		cmocka_unit_test(test_long_value_not_truncated),

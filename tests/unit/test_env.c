@@ -267,12 +267,66 @@ static void test_scope(void **state)
 	assert_int_equal(s.scope, TB_SCOPE_CALL);
 	assert_null(apply(&s, "TIMEBOX_SCOPE", "process"));
 	assert_int_equal(s.scope, TB_SCOPE_PROCESS);
-	why = apply(&s, "TIMEBOX_SCOPE", "request");
-	assert_non_null(why);
-	assert_non_null(strstr(why, "request scope is not available yet"));
+	assert_null(apply(&s, "TIMEBOX_SCOPE", "request"));
+	assert_int_equal(s.scope, TB_SCOPE_REQUEST);
 	why = apply(&s, "TIMEBOX_SCOPE", "Call");
 	assert_non_null(why);
-	assert_null(strstr(why, "request"));
+	assert_non_null(strstr(why, "call, process or request"));
+	assert_int_equal(s.scope, TB_SCOPE_CALL); /* the default stays */
+}
+
+/* TIMEBOX_PROPAGATE is a switch like the others; off by default. */
+static void test_propagate(void **state)
+{
+	struct tb_settings s;
+
+	(void)state;
+	tb_settings_init(&s);
+	assert_false(s.propagate);
+	assert_null(apply(&s, "TIMEBOX_PROPAGATE", "1"));
+	assert_true(s.propagate);
+	assert_null(apply(&s, "TIMEBOX_PROPAGATE", "false"));
+	assert_false(s.propagate);
+	assert_null(apply(&s, "TIMEBOX_PROPAGATE", "true"));
+	assert_true(s.propagate);
+	assert_non_null(apply(&s, "TIMEBOX_PROPAGATE", "2"));
+	assert_false(s.propagate);
+}
+
+/* The header is an HTTP token of 1..63 characters: a space, a colon, a control byte or a
+ * 64th character would not make a header line (and could split one); refused, naming the
+ * value, and the default kept. */
+static void test_deadline_header(void **state)
+{
+	struct tb_settings s;
+	const char *why;
+	char longest[64], too_long[65];
+	static const char *const bad[] = { "X Deadline", "X-Deadline:", "", "X\r\nY", "é", "a\"b",
+					   "(x)", "x/y", "x@y", "x=y", NULL };
+
+	(void)state;
+	tb_settings_init(&s);
+	assert_string_equal(s.deadline_header, "X-Deadline-Ms");
+	assert_null(apply(&s, "TIMEBOX_DEADLINE_HEADER", "grpc-timeout"));
+	assert_string_equal(s.deadline_header, "grpc-timeout");
+	assert_null(apply(&s, "TIMEBOX_DEADLINE_HEADER", "x!#$%&'*+-.^_`|~9"));
+	assert_string_equal(s.deadline_header, "x!#$%&'*+-.^_`|~9");
+	memset(longest, 'a', 63);
+	longest[63] = '\0';
+	assert_null(apply(&s, "TIMEBOX_DEADLINE_HEADER", longest));
+	assert_string_equal(s.deadline_header, longest);
+	memset(too_long, 'b', 64);
+	too_long[64] = '\0';
+	why = apply(&s, "TIMEBOX_DEADLINE_HEADER", too_long);
+	assert_non_null(why);
+	assert_non_null(strstr(why, "1 to 63"));
+	for (int i = 0; bad[i] != NULL; i++) {
+		why = apply(&s, "TIMEBOX_DEADLINE_HEADER", bad[i]);
+		if (why == NULL)
+			fail_msg("'%s' accepted as a header name", bad[i]);
+		assert_non_null(strstr(why, "header name"));
+	}
+	assert_string_equal(s.deadline_header, "X-Deadline-Ms"); /* the default stays */
 }
 
 static void test_on_timeout(void **state)
@@ -430,6 +484,8 @@ int main(void)
 		cmocka_unit_test(test_bad_values_reported_once_each),
 		cmocka_unit_test(test_empty_value_is_an_error),
 		cmocka_unit_test(test_scope),
+		cmocka_unit_test(test_propagate),
+		cmocka_unit_test(test_deadline_header),
 		cmocka_unit_test(test_on_timeout),
 		cmocka_unit_test(test_log),
 		cmocka_unit_test(test_strict),

@@ -48,7 +48,9 @@ expect 2 'unknown option' -- run --dedline 1s -- true
 expect 2 '--deadline needs a value' -- run --deadline
 expect 2 '^timebox: --read-timeout 250: a duration needs a unit, e.g. 250ms$' \
 	-- run --read-timeout 250 -- true
-expect 2 'request scope is not available yet' -- run --scope=request -- true
+expect 0 '' -- run --scope=request --propagate --deadline-header X-Budget-Ms -- true
+expect 2 '^timebox: --deadline-header X Budget: a deadline header is a header name' \
+	-- run --deadline-header 'X Budget' -- true
 expect 0 '' -- run --read-timeout=250ms --strict true
 expect 1 '' -- run -- false
 expect 3 '' -- run sh -c 'exit 3'

@@ -231,6 +231,90 @@ static void test_inbound(void **state)
 	assert_int_equal(lint(text, 0), 0);
 }
 
+/* A request's budget: the defaults' deadline under scope = request, or --inbound. */
+static void test_request_retries(void **state)
+{
+	size_t n;
+	static const char text[] =
+		"defaults = { scope = \"request\"; deadline = \"1s\"; };\n"
+		"destinations = (\n"
+		" { match = \"inventory:8080\"; deadline = \"400ms\"; attempts = 3; },\n"
+		" { match = \"fits:80\"; deadline = \"500ms\"; attempts = 2; },\n"
+		" { match = \"alone:80\"; deadline = \"400ms\"; scope = \"call\"; attempts = 3; }\n"
+		");";
+	static const char call_scope[] =
+		"defaults = { deadline = \"1s\"; };\n"
+		"destinations = ( { match = \"a:80\"; deadline = \"400ms\"; attempts = 3; } );";
+
+	(void)state;
+	n = lint(text, 0);
+	assert_int_equal(count(n, TB_LINT_REQUEST_RETRIES), 1);
+	assert_string_equal(first(n, TB_LINT_REQUEST_RETRIES)->scope, "inventory:8080");
+	assert_int_equal(first(n, TB_LINT_REQUEST_RETRIES)->line, 3);
+	has(first(n, TB_LINT_REQUEST_RETRIES), "deadline 400ms x 3 attempts = 1.2s is more than the 1s");
+	has(first(n, TB_LINT_REQUEST_RETRIES), "the defaults' deadline, scope = request");
+	has(first(n, TB_LINT_REQUEST_RETRIES), "only 2 attempts fit whole");
+	has(first(n, TB_LINT_REQUEST_RETRIES), "not even sent");
+	has(first(n, TB_LINT_REQUEST_RETRIES), "lower the deadline to 333ms");
+	/* A smaller --inbound is the budget, for the opted-out rule too. */
+	n = lint(text, 700 * INT64_C(1000000));
+	assert_int_equal(count(n, TB_LINT_REQUEST_RETRIES), 3);
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(found[i].rule, TB_LINT_REQUEST_RETRIES) == 0)
+			has(&found[i], "(--inbound)");
+	/* Without a request scope the defaults' deadline is no request's: only --inbound. */
+	assert_int_equal(count(lint(call_scope, 0), TB_LINT_REQUEST_RETRIES), 0);
+	n = lint(call_scope, 1000 * INT64_C(1000000));
+	assert_int_equal(count(n, TB_LINT_REQUEST_RETRIES), 1);
+	has(first(n, TB_LINT_REQUEST_RETRIES), "go on after the caller has given up");
+	/* One attempt longer than the budget is deadline-exceeds-inbound's, not repeated. */
+	n = lint("defaults = { deadline = \"2s\"; };\n"
+		 "destinations = ( { match = \"a:80\"; attempts = 3; } );",
+		 1000 * INT64_C(1000000));
+	assert_int_equal(count(n, TB_LINT_REQUEST_RETRIES), 0);
+	assert_int_equal(count(n, TB_LINT_INBOUND), 1);
+	/* No attempts given: nothing to multiply. */
+	assert_int_equal(lint("defaults = { scope = \"request\"; deadline = \"1s\"; };\n"
+			      "destinations = ( { match = \"a:80\"; deadline = \"900ms\"; } );",
+			      0),
+			 0);
+}
+
+/* scope = call with propagate on under request-scoped defaults. */
+static void test_propagate_outside_request(void **state)
+{
+	size_t n;
+	static const char text[] =
+		"defaults = { scope = \"request\"; propagate = true; deadline = \"1s\"; };\n"
+		"destinations = (\n"
+		" { match = \"long:80\"; scope = \"call\"; deadline = \"3s\"; },\n"
+		" { match = \"short:6379\"; scope = \"call\"; deadline = \"50ms\"; },\n"
+		" { match = \"none:80\"; scope = \"call\"; propagate = true; deadline = \"off\";\n"
+		"   connect_timeout = \"1s\"; },\n"
+		" { match = \"inherited:5432\"; scope = \"call\"; deadline = \"off\";\n"
+		"   connect_timeout = \"1s\"; },\n"
+		" { match = \"quiet:80\"; scope = \"call\"; propagate = false; deadline = \"3s\"; },\n"
+		" { match = \"drawn:80\"; deadline = \"3s\"; }\n"
+		");";
+
+	(void)state;
+	n = lint(text, 0);
+	assert_int_equal(count(n, TB_LINT_PROPAGATE_CALL), 2);
+	assert_string_equal(first(n, TB_LINT_PROPAGATE_CALL)->scope, "long:80");
+	has(first(n, TB_LINT_PROPAGATE_CALL), "own deadline 3s, not what the inbound request has "
+					      "left (at most 1s)");
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(found[i].scope, "none:80") == 0 &&
+		    strcmp(found[i].rule, TB_LINT_PROPAGATE_CALL) == 0)
+			has(&found[i], "no header is ever sent");
+	/* Without request-scoped defaults, scope = call is every call's: nothing to report. */
+	assert_int_equal(count(lint("defaults = { propagate = true; deadline = \"1s\"; };\n"
+				    "destinations = ( { match = \"a:80\"; deadline = \"3s\"; } );",
+				    0),
+			       TB_LINT_PROPAGATE_CALL),
+			 0);
+}
+
 static void test_duration_text(void **state)
 {
 	char b[32];
@@ -254,6 +338,8 @@ int main(void)
 		cmocka_unit_test(test_dns_never_fires),   cmocka_unit_test(test_gate_wait),
 		cmocka_unit_test(test_littles_law),   cmocka_unit_test(test_inbound),
 		cmocka_unit_test(test_duration_text),
+		cmocka_unit_test(test_request_retries),
+		cmocka_unit_test(test_propagate_outside_request),
 		cmocka_unit_test(test_session),
 	};
 

@@ -99,6 +99,14 @@ void tb_log_timeout_with(enum tb_phase phase, const struct tb_dest *d, int fd,
 	fake.shut_when_logged = recv(fake.peer, &c, 1, MSG_DONTWAIT) == 0;
 }
 
+void tb_log_timeout_budget(enum tb_phase phase, const struct tb_dest *d, int fd,
+			   int64_t elapsed_ns, int64_t limit_ns, int tid,
+			   const struct tb_log_timers *t, const struct tb_req_tag *tag)
+{
+	(void)tag;
+	tb_log_timeout_with(phase, d, fd, elapsed_ns, limit_ns, tid, t);
+}
+
 void tb_log_error(const char *body)
 {
 	(void)body;
