@@ -489,7 +489,7 @@ ssize_t tb_pout_send(struct tb_xfer *x, int fd, const struct iovec *iov, size_t 
 			m.msg_controllen = orig->msg_controllen;
 		}
 		if (e != NULL)
-			outn = tb_prop_out_plan(&e->o, tb_default_settings.deadline_header, rem,
+			outn = tb_prop_out_plan(&e->o, set->deadline_header, rem,
 						in, inn, out, OUT_MAX, scratch);
 		m.msg_iov = outn > 0 ? out : in;
 		m.msg_iovlen = (size_t)(outn > 0 ? outn : inn);

@@ -153,6 +153,11 @@ def test_psql_unchanged_without_delay():
                                                   "TIMEBOX_DEADLINE": "5s"}))
         assert native.returncode == 0 and native.stdout.endswith("1000\n"), native
         assert_same(native, timed, "psql healthy")
+        # Propagation on: PostgreSQL's stream is not HTTP, so not a byte of it changes.
+        prop = pg.psql(sql, env=lib.preload_env({"TIMEBOX_READ_TIMEOUT": "2s",
+                                                 "TIMEBOX_DEADLINE": "5s",
+                                                 "TIMEBOX_PROPAGATE": "1"}))
+        assert_same(native, prop, "psql healthy, propagation on")
 
 
 # ---- MariaDB -------------------------------------------------------------------------------
