@@ -91,10 +91,10 @@ static _Atomic(void *) pin_chunks[NCHUNKS];
 static _Atomic uint64_t pin_next_conn;
 static atomic_int pin_hiwater = -1;
 
-/* The inbound connection whose request the calling thread is serving (0: none), and the fd
- * its head came through (whose parser waits for the next request once the response starts). */
-static __thread uint64_t req_conn __attribute__((tls_model("initial-exec")));
-static __thread int req_fd __attribute__((tls_model("initial-exec")));
+/* The inbound connection whose request the calling thread is serving, and the fd its head
+ * came through (whose parser waits for the next request once the response starts), live in
+ * the thread's request state (tb_req_inbound_conn): the library's static TLS has no room
+ * to spare (regress/dlopen_library). */
 
 static struct pin_entry *pin_entry(int fd)
 {
@@ -160,8 +160,8 @@ out:
 /* The calling thread's request on connection c is over (response begun, or closed). */
 static void req_end(uint64_t c)
 {
-	if (c != 0 && req_conn == c) {
-		req_conn = 0;
+	if (c != 0 && tb_req_inbound_conn(NULL) == c) {
+		tb_req_inbound_set_conn(0, -1);
 		tb_req_inbound_close();
 	}
 }
@@ -241,8 +241,7 @@ static void head_opens(struct pin_entry *e, uint64_t c, int fd)
 {
 	tb_req_inbound_open(tb_now(), tb_default_settings.deadline_ns);
 	e->opened = true;
-	req_conn = c;
-	req_fd = fd;
+	tb_req_inbound_set_conn(c, fd);
 }
 
 /* The head ended: its deadline (propagate on) tightens the budget the thread opened. */
@@ -250,7 +249,7 @@ static void head_done(struct pin_entry *e, uint64_t c, int fd)
 {
 	const struct tb_prop_deadline *d;
 
-	if (!tb_default_settings.propagate || req_conn != c)
+	if (!tb_default_settings.propagate || tb_req_inbound_conn(NULL) != c)
 		return;
 	d = tb_prop_in_result(&e->in);
 	if (d->ns >= 0)
@@ -317,12 +316,12 @@ void tb_pin_writing(int fd)
 {
 	struct pin_entry *e = pin_entry(fd);
 	uint64_t c;
-	int saved, head_fd = req_fd;
+	int saved, head_fd = -1;
 
 	if (e == NULL || (c = atomic_load_explicit(&e->conn, memory_order_relaxed)) == 0)
 		return;
 	saved = errno;
-	if (req_conn == c) {
+	if (tb_req_inbound_conn(&head_fd) == c) {
 		req_end(c);
 		if (head_fd != fd)
 			pin_rearm(pin_entry(head_fd), c);

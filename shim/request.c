@@ -39,6 +39,8 @@ struct tb_req_state {
 	int64_t api_start[TB_REQ_API_DEPTH]; /* when the begin whose deadline it is began */
 	int64_t api_overflow;         /* the deadline of the innermost level past the stack */
 	int64_t api_overflow_start;
+	uint64_t in_conn;             /* the inbound connection whose head opened it (prop_io.c) */
+	int in_fd;                    /* ... and the fd it was read through */
 };
 
 /*
@@ -184,6 +186,23 @@ void tb_req_inbound_tighten(const struct tb_prop_deadline *d)
 				  d->source == TB_PROP_SRC_ENVOY ? TB_REQ_HDR_ENVOY
 								 : TB_REQ_HDR_CONFIGURED,
 				  d->value);
+}
+
+uint64_t tb_req_inbound_conn(int *fd)
+{
+	if (tb_req_cur == NULL)
+		return 0;
+	if (fd != NULL)
+		*fd = req.in_fd;
+	return req.in_conn;
+}
+
+void tb_req_inbound_set_conn(uint64_t conn, int fd)
+{
+	if (tb_req_cur == NULL)
+		return;
+	req.in_conn = conn;
+	req.in_fd = fd;
 }
 
 void tb_req_inbound_close(void)

@@ -34,6 +34,13 @@ static inline int64_t tb_req_deadline(void)
 	return __builtin_expect(h == NULL, 1) ? TB_NEVER : h->deadline;
 }
 
+/* The inbound connection (prop_io.c's id) whose head opened the thread's request, 0 when
+ * none, with the fd it was read through in *fd (when fd is not NULL). Kept in the thread's
+ * request state, not in TLS of its own (see tb_req_cur). Set after tb_req_inbound_open;
+ * a thread without a request state (the pool full) keeps none. */
+uint64_t tb_req_inbound_conn(int *fd);
+void tb_req_inbound_set_conn(uint64_t conn, int fd);
+
 /* scope=request: a new inbound request head began at `now`; len_ns = the settings'
  * deadline (0: none). Replaces any inbound request the thread had (not nested). */
 void tb_req_inbound_open(int64_t now, int64_t len_ns);
