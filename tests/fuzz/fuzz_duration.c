@@ -10,7 +10,8 @@
 /*
  * An independent reading of the documented grammar, in 128-bit arithmetic: DIGITS
  * ["." DIGITS] UNIT, "off", or a bare number whose value is zero; exact or refused; at
- * most INT64_MAX ns. Returns true and sets *ns when the text is a duration.
+ * most INT64_MAX ns, written in at most TB_DURATION_TEXT_LONGEST characters. Returns true
+ * and sets *ns when the text is a duration.
  */
 static bool reference(const char *s, int64_t *ns)
 {
@@ -24,6 +25,8 @@ static bool reference(const char *s, int64_t *ns)
 	__int128 whole = 0, frac = 0, pow10 = 1, unit = 0, v;
 	bool nonzero = false;
 
+	if (strlen(s) > TB_DURATION_TEXT_LONGEST)
+		return false;
 	if (strcmp(s, "off") == 0) {
 		*ns = 0;
 		return true;
