@@ -271,6 +271,13 @@ static void pin_feed(struct pin_entry *e, uint64_t c, int fd, const void *p, siz
 		head_opens(e, c, fd);
 	if (st == TB_PIN_HEAD_DONE)
 		head_done(e, c, fd);
+	/* Bytes that began like a request line and proved not to be one (a RESP command, a
+	 * custom protocol): only an HTTP/1.x request opens a budget, and this one may never
+	 * get a response to close it (regress/propagate_inbound_not_http). */
+	if (st == TB_PIN_NOT_HTTP && e->opened) {
+		e->opened = false;
+		req_end(c);
+	}
 }
 
 void tb_pin_consumed(int fd, const void *buf, const struct iovec *iov, size_t iovcnt, size_t r)
