@@ -188,6 +188,40 @@ static const char *lat(int64_t us, char *buf, size_t len)
 	return buf;
 }
 
+static const char *breaker_state(unsigned st)
+{
+	return st == 1 ? "open" : st == 2 ? "half-open" : "closed";
+}
+
+/* The downstream's protection, for the destinations that have one (docs/breaker.md). */
+static void protection_table(const struct tb_stats_row *rows, int n)
+{
+	char a[16], b[16], lim[16];
+	bool any = false;
+
+	for (int i = 0; i < n; i++)
+		any |= rows[i].protect;
+	if (!any)
+		return;
+	printf("%-22s %-9s %6s %8s %8s %13s %8s %7s %7s %7s\n", "DEST", "BREAKER", "OPENED",
+	       "REFUSED", "RETRIES", "RETRY_REFUSED", "AUTO_MAX", "IN_USE", "QUEUED", "MIN_RTT");
+	for (int i = 0; i < n; i++) {
+		const struct tb_stats_row *r = &rows[i];
+
+		if (!r->protect)
+			continue;
+		if (r->auto_limit > 0)
+			snprintf(lim, sizeof(lim), "%ld", r->auto_limit);
+		else
+			snprintf(lim, sizeof(lim), "-");
+		printf("%-22s %-9s %6llu %8llu %8llu %13llu %8s %7ld %7ld %7s (rtt %s)\n",
+		       r->dest, breaker_state(r->breaker_state), r->breaker_opened,
+		       r->breaker_refused, r->retries, r->retry_refused, lim, r->leased,
+		       r->pending, lat(r->auto_limit > 0 ? r->min_rtt_us : -1, a, sizeof(a)),
+		       lat(r->auto_limit > 0 ? r->rtt_us : -1, b, sizeof(b)));
+	}
+}
+
 static void table(const struct tb_stats_seg *seg)
 {
 	struct tb_stats_row rows[TB_STATS_DESTS];
@@ -230,6 +264,7 @@ static void table(const struct tb_stats_seg *seg)
 		       lat(tb_hist_quantile(&r->hist[TB_HIST_CALL], 0.99), d, sizeof(d)),
 		       r->not_sent, notices);
 	}
+	protection_table(rows, n);
 	fflush(stdout);
 }
 

@@ -52,6 +52,8 @@ enum tb_frame_state {
 #define TB_FRAME_EV_CALL_ENDS   0x2u /* the last outstanding response is complete */
 #define TB_FRAME_EV_RAW         0x4u /* framing gave up here (log once, then syscall rules) */
 #define TB_FRAME_EV_SESSION     0x8u /* the connection became a session */
+#define TB_FRAME_EV_5XX        0x10u /* a final HTTP response's status is 5xx */
+#define TB_FRAME_EV_GATEWAY    0x20u /* ... and it is 502, 503 or 504 (with EV_5XX) */
 
 /* Per-half parser states: each half is written only by its own direction's calls. */
 struct tb_frame_http_half {

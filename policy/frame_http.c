@@ -241,6 +241,10 @@ static bool step(struct tb_frame *f, bool tx, struct tb_frame_http_half *s, unsi
 			if (c != ' ' && c != '\r' && c != '\n')
 				break;
 			s->status = tb_frame_http_status_class(s->n);
+			/* The downstream's answer "I am failing" (the breaker's, shim/protect.c). */
+			if (!tx && s->n >= 500 && s->n <= 599)
+				*ev |= TB_FRAME_EV_5XX | (s->n >= 502 && s->n <= 504 ?
+							   TB_FRAME_EV_GATEWAY : 0);
 			s->n = 0;
 			s->st = c == '\n' ? H_HSTART : H_SLINE;
 			return true;

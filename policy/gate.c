@@ -11,7 +11,7 @@ void tb_gate_init(struct tb_gate *g, const struct tb_dest *d, int max, int max_p
 {
 	memset(g, 0, sizeof(*g));
 	g->dest = *d;
-	g->max = max;
+	atomic_init(&g->max, max);
 	g->max_pending = max_pending;
 	pthread_mutex_init(&g->lock, NULL);
 }
@@ -20,7 +20,7 @@ static bool take_free_slot(struct tb_gate *g)
 {
 	int l = atomic_load(&g->leased);
 
-	while (l < g->max)
+	while (l < atomic_load_explicit(&g->max, memory_order_relaxed))
 		if (atomic_compare_exchange_weak(&g->leased, &l, l + 1))
 			return true;
 	return false;
@@ -105,6 +105,29 @@ struct tb_gate_waiter *tb_gate_release(struct tb_gate *g)
 	}
 	pthread_mutex_unlock(&g->lock);
 	return w;
+}
+
+int tb_gate_resize(struct tb_gate *g, int max, atomic_uint **woken, int n)
+{
+	struct tb_gate_waiter *w;
+	int k = 0;
+
+	atomic_store(&g->max, max);
+	/* seq_cst pair with tb_gate_enqueue, as in tb_gate_release: a waiter that raised
+	 * pending before we stored max either sees the new max or is seen here. */
+	if (atomic_load(&g->pending) == 0)
+		return 0;
+	pthread_mutex_lock(&g->lock);
+	while (k < n && g->head != NULL && take_free_slot(g)) {
+		w = g->head;
+		unlink_waiter(g, w);
+		atomic_fetch_sub(&g->pending, 1);
+		atomic_fetch_add_explicit(&g->acquired, 1, memory_order_relaxed);
+		atomic_store(&w->granted, 1);
+		woken[k++] = &w->granted;
+	}
+	pthread_mutex_unlock(&g->lock);
+	return k;
 }
 
 bool tb_gate_cancel(struct tb_gate *g, struct tb_gate_waiter *w)

@@ -23,7 +23,7 @@ struct tb_gate_waiter {
 
 struct tb_gate {
 	struct tb_dest dest;
-	int max;          /* slots */
+	atomic_int max;   /* slots; an adaptive gate (max_conns = "auto") changes it */
 	int max_pending;  /* waiters allowed; 0: no limit */
 	atomic_int leased;
 	atomic_int pending;
@@ -56,6 +56,15 @@ enum tb_gate_result tb_gate_enqueue(struct tb_gate *g, struct tb_gate_waiter *w)
  * Without waiters this is one atomic decrement and a load: no lock, no system call.
  */
 struct tb_gate_waiter *tb_gate_release(struct tb_gate *g);
+
+/*
+ * An adaptive gate's new size. Growing it hands new slots to waiters, oldest first, at most
+ * `n`: their `granted` words are stored in woken[] for the caller to wake (as after
+ * tb_gate_release, a wake may land on a waiter already gone: a spurious wake-up). Returns
+ * how many; call again while it returns n. Shrinking takes nothing back: sockets close as
+ * their calls end, and none opens until fewer than `max` are open.
+ */
+int tb_gate_resize(struct tb_gate *g, int max, atomic_uint **woken, int n);
 
 /* A waiter gives up (timeout, signal). Returns true when it was removed from the queue;
  * false when a slot had already been handed to it (it then owns the slot). */

@@ -80,6 +80,20 @@ int tb_stats_rows(const struct tb_stats_seg *seg, struct tb_stats_row *rows)
 			r->rejects = atomic_load_explicit(&d->rejects, memory_order_relaxed);
 			r->cuts[TB_PHASE_GATE] =
 				atomic_load_explicit(&d->gate_timed_out, memory_order_relaxed);
+			/* A destination's protection is the process's, as its gate: one row's. */
+			r->protect = atomic_load_explicit(&d->protect, memory_order_relaxed) != 0;
+			r->breaker_state = atomic_load_explicit(&d->breaker_state,
+								memory_order_relaxed);
+			r->breaker_opened = atomic_load_explicit(&d->breaker_opened,
+								 memory_order_relaxed);
+			r->breaker_refused = atomic_load_explicit(&d->breaker_refused,
+								  memory_order_relaxed);
+			r->retries = atomic_load_explicit(&d->retries, memory_order_relaxed);
+			r->retry_refused = atomic_load_explicit(&d->retry_refused,
+								memory_order_relaxed);
+			r->auto_limit = atomic_load_explicit(&d->auto_limit, memory_order_relaxed);
+			r->min_rtt_us = atomic_load_explicit(&d->min_rtt_us, memory_order_relaxed);
+			r->rtt_us = atomic_load_explicit(&d->rtt_us, memory_order_relaxed);
 		}
 		r->calls += atomic_load_explicit(&d->calls, memory_order_relaxed);
 		r->completed += atomic_load_explicit(&d->completed, memory_order_relaxed);
@@ -152,6 +166,72 @@ static void counter(struct tb_textbuf *o, const struct tb_stats_row *rows, int n
 	}
 }
 
+/* One gauge or counter of the protected destinations only (the others have none). */
+static void protect_metric(struct tb_textbuf *o, const struct tb_stats_row *rows, int n, int pid,
+			   const char *name, const char *type, const char *help, size_t off,
+			   bool is_long)
+{
+	family(o, name, type, help);
+	for (int i = 0; i < n; i++) {
+		const char *f = (const char *)&rows[i] + off;
+
+		if (!rows[i].protect)
+			continue;
+		tb_textbuf_put(o, "%s{", name);
+		labels(o, &rows[i], pid);
+		if (is_long)
+			tb_textbuf_put(o, "} %lld\n", *(const long long *)(const void *)f);
+		else
+			tb_textbuf_put(o, "} %llu\n", *(const unsigned long long *)(const void *)f);
+	}
+}
+
+static void protection(struct tb_textbuf *o, const struct tb_stats_row *rows, int n, int pid)
+{
+	bool any = false;
+
+	for (int i = 0; i < n; i++)
+		any |= rows[i].protect;
+	if (!any)
+		return;
+	family(o, "timebox_breaker_state", "gauge",
+	       "The circuit breaker's state: 0 closed, 1 open, 2 half-open.");
+	for (int i = 0; i < n; i++) {
+		if (!rows[i].protect)
+			continue;
+		tb_textbuf_put(o, "timebox_breaker_state{");
+		labels(o, &rows[i], pid);
+		tb_textbuf_put(o, "} %u\n", rows[i].breaker_state);
+	}
+	protect_metric(o, rows, n, pid, "timebox_breaker_opened_total", "counter",
+		       "Times the circuit breaker opened.",
+		       offsetof(struct tb_stats_row, breaker_opened), false);
+	protect_metric(o, rows, n, pid, "timebox_breaker_refused_total", "counter",
+		       "Connects refused at once by an open circuit breaker, nothing sent.",
+		       offsetof(struct tb_stats_row, breaker_refused), false);
+	protect_metric(o, rows, n, pid, "timebox_retries_total", "counter",
+		       "Connects that were a thread's retry, let through by the retry budget.",
+		       offsetof(struct tb_stats_row, retries), false);
+	protect_metric(o, rows, n, pid, "timebox_retry_refused_total", "counter",
+		       "Retries refused at once past the retry budget, nothing sent.",
+		       offsetof(struct tb_stats_row, retry_refused), false);
+	family(o, "timebox_gate_auto_max", "gauge",
+	       "The size an adaptive gate (max_conns = auto) chose; 0: not adaptive.");
+	for (int i = 0; i < n; i++) {
+		if (!rows[i].protect)
+			continue;
+		tb_textbuf_put(o, "timebox_gate_auto_max{");
+		labels(o, &rows[i], pid);
+		tb_textbuf_put(o, "} %ld\n", rows[i].auto_limit);
+	}
+	protect_metric(o, rows, n, pid, "timebox_gate_min_rtt_microseconds", "gauge",
+		       "The adaptive gate's floor latency (its minRTT).",
+		       offsetof(struct tb_stats_row, min_rtt_us), true);
+	protect_metric(o, rows, n, pid, "timebox_gate_rtt_microseconds", "gauge",
+		       "The adaptive gate's last latency sample.",
+		       offsetof(struct tb_stats_row, rtt_us), true);
+}
+
 size_t tb_stats_prom_process(const struct tb_stats_seg *seg, int pid, char *buf, size_t len)
 {
 	struct tb_textbuf o = { buf, len, 0 };
@@ -212,6 +292,7 @@ size_t tb_stats_prom(const struct tb_stats_row *rows, int n, int pid, char *buf,
 		"Callers waiting at the gate now.", offsetof(struct tb_stats_row, pending));
 	counter(&o, rows, n, pid, "timebox_gate_max", "gauge",
 		"The gate's size (0: no gate).", offsetof(struct tb_stats_row, max));
+	protection(&o, rows, n, pid);
 	for (int k = 0; k < TB_HIST_COUNT; k++)
 		histogram(&o, rows, n, pid, k);
 	return o.n;

@@ -3,6 +3,7 @@
 #ifndef TB_STATS_PROM_H
 #define TB_STATS_PROM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "stats_seg.h"
@@ -19,6 +20,12 @@ struct tb_stats_row {
 	unsigned long long calls, completed, rejects, acquired, cuts[TB_PHASE_COUNT];
 	unsigned long long notices[TB_NOTICE_COUNT];
 	unsigned long long not_sent;
+	/* The downstream's protection: `protect` set when any applies. */
+	bool protect;
+	unsigned breaker_state;
+	unsigned long long breaker_opened, breaker_refused, retries, retry_refused;
+	long auto_limit;
+	long long min_rtt_us, rtt_us;
 	struct tb_hist_snap hist[TB_HIST_COUNT];
 };
 

@@ -10,7 +10,7 @@
 #include "settings.h"
 
 #define TB_STATS_MAGIC UINT64_C(0x3173746174736274) /* "tbstats1", little-endian */
-#define TB_STATS_VERSION 3
+#define TB_STATS_VERSION 4
 #define TB_STATS_DESTS 32 /* destinations with their own row; later ones count as "other" */
 #define TB_STATS_TEXT 64
 
@@ -46,6 +46,13 @@ struct tb_stats_dest {
 	_Atomic uint64_t notices[TB_NOTICE_COUNT]; /* connections per notice kind */
 	_Atomic uint64_t not_sent;      /* requests not sent: the thread's request budget was
 					 * spent (a connect or send refused, shim/request.h) */
+	/* The downstream's protection (shim/protect.c), copied by the stats thread. */
+	_Atomic uint32_t protect;       /* 1: a breaker, a retry budget or an auto gate */
+	_Atomic uint32_t breaker_state; /* enum tb_breaker_state (policy/breaker.h) */
+	_Atomic uint64_t breaker_opened, breaker_refused, retries, retry_refused;
+	_Atomic int32_t auto_limit;     /* the adaptive gate's size; 0: not auto */
+	uint32_t pad2;
+	_Atomic int64_t min_rtt_us, rtt_us; /* its latencies: the floor, the last sample */
 };
 
 struct tb_stats_seg {

@@ -150,6 +150,20 @@ void tb_gates_release(struct tb_gate *g, int slot_fd)
 		tb_futex_wake_one(&w->granted, false);
 }
 
+void tb_gates_resize(struct tb_gate *g, int max)
+{
+	atomic_uint *woken[32];
+	int k;
+
+	if (g->shared != NULL)
+		return; /* a shared gate keeps its size (lint max-conns-auto-shared) */
+	do {
+		k = tb_gate_resize(g, max, woken, 32);
+		for (int i = 0; i < k; i++)
+			tb_futex_wake_one(woken[i], false);
+	} while (k == 32);
+}
+
 void tb_gates_fork_child(void)
 {
 	pthread_mutex_init(&insert_lock, NULL);
@@ -171,7 +185,7 @@ void tb_gates_each(void (*fn)(void *ctx, const struct tb_dest *d,
 
 		if (g == NULL)
 			continue;
-		c.max = g->max;
+		c.max = atomic_load_explicit(&g->max, memory_order_relaxed);
 		if (g->shared != NULL) {
 			tb_shared_gate_counts(g->shared, &c.leased, &c.pending);
 			tb_shared_gate_stats(g->shared, &c.acquired, &c.timed_out, &c.rejected);

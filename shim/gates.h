@@ -35,6 +35,10 @@ int tb_gates_acquire(struct tb_gate *g, const struct tb_settings *set, bool nonb
  * tb_gates_acquire stored (-1 for a gate of this process alone). */
 void tb_gates_release(struct tb_gate *g, int slot_fd);
 
+/* An adaptive gate's new size (max_conns = "auto", protect.c): waiters that now fit are
+ * woken. A shared gate keeps its size. */
+void tb_gates_resize(struct tb_gate *g, int max);
+
 /* Forked child: the waiting threads did not survive; empty every queue. */
 void tb_gates_fork_child(void);
 

@@ -16,6 +16,7 @@
 #include "init.h"
 #include "log.h"
 #include "prop_io.h"
+#include "protect.h"
 #include "real.h"
 #include "request.h"
 #include "sock.h"
@@ -141,8 +142,12 @@ static int connect_marked(struct tb_sock *s, int fd, const struct sockaddr *sa, 
 		tb_sock_set_open(s);
 		tb_stats_connected(s);
 	} else if (err != EINPROGRESS && err != EALREADY && err != EINTR) {
+		const struct tb_settings *set = atomic_load(&s->set);
+
 		tb_sock_release_slot(s); /* refused, unreachable: the slot was never used */
-		tb_budget_on_failure(tb_budget_here(), atomic_load(&s->set));
+		tb_budget_on_failure(tb_budget_here(), set);
+		if (TB_UNLIKELY(set->protects))
+			tb_prot_failed(s, TB_PROT_REFUSED);
 	}
 	errno = r == 0 ? saved : err;
 	return r;
@@ -186,6 +191,7 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len, ui
 	int64_t now, start, deadline;
 	int step, saved = errno, slot_fd = -1, got;
 	struct tb_req_tag req;
+	struct tb_prot_ticket prot = { 0 };
 	bool by_request = false;
 
 	set = governable(fd, sa, len, &d, &ino, &nonblock);
@@ -214,8 +220,15 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len, ui
 		errno = set->on_timeout == TB_ON_TIMEOUT_EAGAIN ? EAGAIN : ETIMEDOUT;
 		return -1;
 	}
+	/* The breaker and the retry budget refuse before the gate: a connect that will not be
+	 * made takes no slot and waits for none. */
+	if (TB_UNLIKELY(set->protects) && tb_prot_admit(set, &d, fd, now, &prot) < 0)
+		return -1;
 	if (set->max_conns > 0 && (gate = tb_gates_get(&d, set)) != NULL) {
 		enum tb_phase phase = TB_PHASE_GATE;
+
+		if (TB_UNLIKELY(set->max_conns_auto))
+			tb_prot_gate(&prot, gate);
 
 		tb_stale_sweep_gate(gate); /* full: first take back slots of sockets closed unseen */
 		got = tb_gates_acquire(gate, set, nonblock, fd, start, deadline, &phase, &slot_fd);
@@ -231,6 +244,7 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len, ui
 			} else if (err != EINTR) {
 				tb_budget_on_failure(b, set);
 			}
+			tb_prot_drop(&prot); /* the gate is ours, not the downstream's failure */
 			errno = err;
 			return -1;
 		}
@@ -243,9 +257,12 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len, ui
 			tb_sock_unref(s);
 		if (gate != NULL)
 			tb_gates_release(gate, slot_fd);
+		tb_prot_drop(&prot);
 		errno = saved;
 		return tb_real.connect(fd, sa, len); /* ungoverned, not broken */
 	}
+	if (TB_UNLIKELY(prot.entry != 0))
+		tb_prot_bind(s, &prot);
 	if (gate != NULL)
 		tb_sock_hold_slot(s, gate, slot_fd);
 	if (TB_UNLIKELY(set->propagate))
@@ -352,8 +369,12 @@ TB_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	if (r != 0 || val == NULL || TB_ST(tb_sock_word(s)) != TB_ST_CONNECTING)
 		return r;
 	if (*(int *)val != 0) {
+		const struct tb_settings *set = atomic_load(&s->set);
+
 		tb_sock_release_slot(s); /* a non-blocking connect that failed */
-		tb_budget_on_failure(tb_budget_here(), atomic_load(&s->set));
+		tb_budget_on_failure(tb_budget_here(), set);
+		if (TB_UNLIKELY(set->protects))
+			tb_prot_failed(s, TB_PROT_REFUSED);
 	} else {
 		/* 0 is also what a connect still under way says: ask the kernel. */
 		tb_xfer_confirm_open(s, fd);

@@ -22,6 +22,7 @@
 #include "prop_io.h"
 #include "real.h"
 #include "sock.h"
+#include "protect.h"
 #include "stats.h"
 #include "thread.h"
 
@@ -39,8 +40,12 @@ static struct tb_sock *detach(int fd)
 	struct tb_sock *s = tb_fd_take(fd);
 
 	if (s != NULL) {
-		tb_budget_on_close(tb_budget_here(), atomic_load(&s->set));
+		const struct tb_settings *set = atomic_load(&s->set);
+
+		tb_budget_on_close(tb_budget_here(), set);
 		tb_stats_closed(s);
+		if (TB_UNLIKELY(set->protects))
+			tb_prot_closed(s);
 	}
 	return s;
 }

@@ -13,6 +13,7 @@
 #include "fdtable.h"
 #include "gates.h"
 #include "log.h"
+#include "protect.h"
 #include "real.h"
 #include "request.h"
 #include "stats.h"
@@ -50,6 +51,7 @@ static void fork_child(void)
 	tb_configure_fork_child();
 	tb_wd_fork_child();
 	tb_gates_fork_child();
+	tb_prot_fork_child();
 	tb_log_fork_child();
 }
 

@@ -574,3 +574,49 @@ void tb_log_error(const char *body)
 	put_ids(&l, 0);
 	emit(&l);
 }
+
+void tb_log_breaker(const struct tb_dest *d, const char *state, const char *reason,
+		    uint64_t failures, uint64_t calls, int64_t for_ns)
+{
+	struct line l;
+	char dest[TB_DEST_STRLEN];
+
+	start(&l, "breaker");
+	kv_str(&l, "dest", tb_dest_format(d, dest, sizeof(dest)));
+	kv_str(&l, "state", state);
+	kv_str(&l, "reason", reason);
+	kv_int(&l, "failures", (int64_t)failures);
+	kv_int(&l, "calls", (int64_t)calls);
+	if (for_ns >= 0)
+		kv_ms(&l, "for_ms", for_ns);
+	put_ids(&l, 0);
+	emit_unlimited(&l); /* a change of state is rare and must never be lost to the limit */
+}
+
+void tb_log_refused(const struct tb_dest *d, int fd, const char *reason, uint64_t count,
+		    int64_t left_ns)
+{
+	struct line l;
+
+	start_socket_event(&l, "reject", TB_PHASE_CONNECT, d, fd);
+	kv_str(&l, "reason", reason);
+	kv_int(&l, "refused", (int64_t)count);
+	if (left_ns >= 0)
+		kv_ms(&l, "open_ms_left", left_ns);
+	put_ids(&l, 0);
+	emit(&l);
+}
+
+void tb_log_adaptive(const struct tb_dest *d, int limit, int64_t min_rtt_ns, int64_t rtt_ns)
+{
+	struct line l;
+	char dest[TB_DEST_STRLEN];
+
+	start(&l, "gate_size");
+	kv_str(&l, "dest", tb_dest_format(d, dest, sizeof(dest)));
+	kv_int(&l, "max", limit);
+	kv_int(&l, "min_rtt_us", min_rtt_ns / 1000);
+	kv_int(&l, "rtt_us", rtt_ns / 1000);
+	put_ids(&l, 0);
+	emit(&l);
+}

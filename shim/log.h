@@ -106,4 +106,20 @@ void tb_log_timeout_budget(enum tb_phase phase, const struct tb_dest *d, int fd,
 			   int64_t elapsed_ns, int64_t limit_ns, int tid,
 			   const struct tb_log_timers *t, const struct tb_req_tag *tag);
 
+/* event=breaker dest=... state=open|half-open|closed reason=... failures=N calls=N
+ * [for_ms=N]: one line per change of a destination's circuit breaker (protect.c). Never
+ * rate limited: changes are rare, each one matters. */
+void tb_log_breaker(const struct tb_dest *d, const char *state, const char *reason,
+		    uint64_t failures, uint64_t calls, int64_t for_ns);
+
+/* event=reject phase=connect dest=... fd=... reason=breaker|retry_budget refused=N
+ * [open_ms_left=N]: connects refused at once, nothing sent; `count` is how many since the
+ * destination's last such line (one per opening, or per second). left_ns < 0: omitted. */
+void tb_log_refused(const struct tb_dest *d, int fd, const char *reason, uint64_t count,
+		    int64_t left_ns);
+
+/* event=gate_size dest=... max=N min_rtt_us=N rtt_us=N: an adaptive gate changed its size
+ * (written at TIMEBOX_LOG_LEVEL=info only; the caller decides). */
+void tb_log_adaptive(const struct tb_dest *d, int limit, int64_t min_rtt_ns, int64_t rtt_ns);
+
 #endif

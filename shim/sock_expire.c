@@ -23,6 +23,7 @@
 #include "thread.h"
 #include "log.h"
 #include "real.h"
+#include "protect.h"
 #include "stats.h"
 
 /* tcpi_last_data_recv is kept in jiffies and reported in ms: allow one jiffy at HZ=100. */
@@ -453,6 +454,7 @@ int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_p
 	int rc = -1;
 	bool connecting, timed = false;
 	struct tb_log_note note;
+	struct tb_prot_note prot = { .entry = NULL };
 	struct tb_log_timers timers;
 
 	take_busy(s);
@@ -506,6 +508,10 @@ int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_p
 	 * whose own cut may rewrite the note. */
 	note = s->note;
 	timed = tb_stats_take_timers(fd, &timers);
+	/* Before the cut wakes the waiter: its retry finds the breaker as this failure left
+	 * it (a storm's threads are cut together, and reconnect at once). */
+	if (TB_UNLIKELY(atomic_load_explicit(&s->set, memory_order_relaxed)->protects))
+		tb_prot_cut(s, &prot);
 	if (connecting)
 		cut_connect(fd);
 	else
@@ -526,6 +532,7 @@ out:
 			tb_log_timeout_with(note.phase, &note.dest, note.fd, note.elapsed,
 					    note.limit, note.tid, timed ? &timers : NULL);
 		atomic_store_explicit(&s->log_pending, 0, memory_order_release);
+		tb_prot_say(&prot); /* outside `busy`, as the line above */
 	} else if (rc == -2) {
 		forget_stale_slot(s, gen);
 	}

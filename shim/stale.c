@@ -39,7 +39,7 @@ void tb_stale_sweep_gate(struct tb_gate *g)
 
 	/* A shared gate's fullness is only known by probing its locks: not swept here (its
 	 * slots still come back at close, and at the holder's exit). */
-	if (g->shared != NULL || atomic_load(&g->leased) < g->max)
+	if (g->shared != NULL || atomic_load(&g->leased) < atomic_load_explicit(&g->max, memory_order_relaxed))
 		return;
 	hi = atomic_load(&tb_fd_hiwater);
 	for (int fd = 0; fd <= hi; fd++) {

@@ -25,6 +25,7 @@
 #include "gates.h"
 #include "hooks.h"
 #include "log.h"
+#include "protect.h"
 #include "real.h"
 #include "service.h"
 #include "stats_prom.h"
@@ -135,6 +136,28 @@ static void refresh_gate(void *ctx, const struct tb_dest *d, const struct tb_gat
 	atomic_store_explicit(&seg->d[i].rejects, c->rejected, memory_order_relaxed);
 }
 
+static void refresh_prot(void *ctx, const struct tb_dest *d, const struct tb_prot_counts *c)
+{
+	int i = row_of(d);
+	struct tb_stats_dest *r;
+
+	(void)ctx;
+	if (i < 0)
+		return;
+	r = &seg->d[i];
+	atomic_store_explicit(&r->breaker_state, c->breaker_state, memory_order_relaxed);
+	atomic_store_explicit(&r->breaker_opened, c->breaker_opened, memory_order_relaxed);
+	atomic_store_explicit(&r->breaker_refused, c->breaker_refused, memory_order_relaxed);
+	atomic_store_explicit(&r->retries, c->retries, memory_order_relaxed);
+	atomic_store_explicit(&r->retry_refused, c->retry_refused, memory_order_relaxed);
+	atomic_store_explicit(&r->auto_limit, c->auto_limit, memory_order_relaxed);
+	atomic_store_explicit(&r->min_rtt_us, c->min_rtt_ns / 1000, memory_order_relaxed);
+	atomic_store_explicit(&r->rtt_us, c->rtt_ns / 1000, memory_order_relaxed);
+	atomic_store_explicit(&r->protect, 1, memory_order_relaxed);
+	if (c->auto_limit > 0)
+		r->max = c->auto_limit; /* the gate's size is the one it chose */
+}
+
 /* The learned hostnames: looked up by the stats thread (it takes the names' lock, which a
  * hook must not wait for), once per row. */
 static void refresh_hosts(void)
@@ -216,6 +239,7 @@ static void *stats_main(void *arg)
 
 		pthread_mutex_lock(&work_lock);
 		tb_gates_each(refresh_gate, NULL);
+		tb_prot_each(refresh_prot, NULL);
 		refresh_hosts();
 		if (!tb_log_suppressing()) {
 			flush_at = 0;

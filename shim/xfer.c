@@ -14,6 +14,7 @@
 #include "fdtable.h"
 #include "hooks.h"
 #include "log.h"
+#include "protect.h"
 #include "real.h"
 #include "request.h"
 #include "stale.h"
@@ -515,6 +516,8 @@ static void framed_end_in(struct tb_sock *s, const struct tb_xfer *x, size_t r, 
 
 	if (x->side != TB_RD)
 		return;
+	if (TB_UNLIKELY(ev & TB_FRAME_EV_5XX) && set->protects)
+		tb_prot_http_status(s, (ev & TB_FRAME_EV_GATEWAY) != 0);
 	switch (now_fs & TB_FS_STATE) {
 	case TB_FRAME_RAW:
 	case TB_FRAME_UNKNOWN:
@@ -561,11 +564,16 @@ static __attribute__((noinline)) ssize_t end_no_bytes(struct tb_xfer *x, struct 
 		/* The peer closed: a body delimited by EOF ends here. */
 		if (x->side == TB_RD && (fs & TB_FS_STATE) != TB_FRAME_RAW)
 			framed_end(s, x, 0, fs);
+		if (TB_UNLIKELY(set->protects) && x->side == TB_RD)
+			tb_prot_eof(s); /* a request closed unanswered fails its call */
 		*x->errp = x->saved_errno;
 		return 0;
 	}
-	if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR)
+	if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
 		tb_budget_on_failure(tb_budget_here(), set);
+		if (TB_UNLIKELY(set->protects) && tb_prot_is_reset(err))
+			tb_prot_failed(s, TB_PROT_RESET);
+	}
 	if (err == EPIPE && x->sigpipe)
 		raise(SIGPIPE);
 	*x->errp = err;
@@ -598,6 +606,8 @@ __attribute__((always_inline)) inline ssize_t tb_xfer_end(struct tb_xfer *x, ssi
 			tb_stats_received(s, r);
 	} else if (r > 0) {
 		tb_stats_sent(s, x->now);
+		if (TB_UNLIKELY(set->protects))
+			tb_prot_sent(s, x->now);
 	}
 	if (r > 0) {
 		unsigned fs = atomic_load_explicit(&s->frame_state, memory_order_relaxed);
@@ -610,6 +620,9 @@ __attribute__((always_inline)) inline ssize_t tb_xfer_end(struct tb_xfer *x, ssi
 			framed_end(s, x, (size_t)r, fs);
 		else if (x->side == TB_RD) /* unframed: any byte read answers the call */
 			tb_budget_on_response(tb_budget_here(), set);
+		/* After the framing: a 5xx status in these bytes has failed the call first. */
+		if (TB_UNLIKELY(set->protects) && x->side == TB_RD)
+			tb_prot_answered(s);
 		*x->errp = x->saved_errno;
 		return r;
 	}

@@ -1,0 +1,593 @@
+/* protect.c - the downstream's protection: the table of protected destinations, the connect's
+ * admission, and each call's outcome (protect.h). One mutex per destination guards its
+ * state machines; it is taken at a connect and once per call's outcome, never on the path of
+ * a read or a write that is not a call's first answer byte. */
+#include "protect.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#include "adaptive.h"
+#include "clock.h"
+#include "gates.h"
+#include "log.h"
+#include "retry_budget.h"
+#include "sock.h"
+#include "thread.h"
+
+#define TABLE_SIZE 1024  /* protected destinations per process */
+#define MARKS 64         /* threads whose last call to a destination failed, per destination */
+#define CALLS_MAX 65536  /* sockets followed (by pool index), as the statistics */
+
+/* A thread whose last call to the destination failed: its next connect there within
+ * `until` is a retry (the program's own), which the retry budget bounds. */
+struct mark {
+	int tid;
+	int64_t until;
+};
+
+struct entry {
+	struct tb_dest dest;
+	pthread_mutex_t lock;
+	bool breaker_on, retry_on, auto_on;
+	bool log_sizes;                /* log_level = info: each new adaptive size is a line */
+	int refuse_errno;
+	int64_t slow_ns;
+	struct tb_breaker_cfg bc;
+	struct tb_retry_cfg rc;
+	struct tb_adaptive_cfg ac;
+	/* under lock */
+	struct tb_breaker br;
+	struct tb_retry_budget rb;
+	struct tb_adaptive ad;
+	struct mark marks[MARKS];
+	uint32_t told_period;          /* the breaker period whose first refusal was logged */
+	uint64_t refused_untold;       /* refusals since the last reject line */
+	int64_t retry_told_at;         /* the last retry_budget line */
+	uint64_t retry_untold;
+	/* read lock-free by the statistics */
+	_Atomic(struct tb_gate *) gate;
+	atomic_uint state;             /* enum tb_breaker_state, published */
+	atomic_ulong opened, refused, retries, retry_refused;
+	atomic_int limit;              /* the adaptive gate's size; 0: not auto */
+	_Atomic int64_t min_rtt, rtt;
+};
+
+/* One socket's call, by pool index: who it belongs to and how far it got. */
+struct call {
+	atomic_uint entry;             /* index + 1; 0: the socket is not protected */
+	atomic_uint gen;               /* the socket's generation when bound */
+	_Atomic uint64_t ticket;       /* period << 8 | (probe + 1) */
+	_Atomic int64_t req_at;        /* the request's first bytes; 0: none yet */
+	atomic_uint outcome;           /* 0: the call has none yet; 1: it has */
+	atomic_int tid;                /* the thread that connected (its retry mark) */
+};
+
+static _Atomic(struct entry *) table[TABLE_SIZE];
+static pthread_mutex_t insert_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(struct call *) calls;
+static atomic_bool said_full, said_calls;
+
+static unsigned hash_dest(const struct tb_dest *d)
+{
+	uint32_t h = 2166136261u;
+
+	for (int i = 0; i < (d->family == AF_INET ? 4 : 16); i++)
+		h = (h ^ d->addr[i]) * 16777619u;
+	h = (h ^ d->port) * 16777619u;
+	return h & (TABLE_SIZE - 1);
+}
+
+static void entry_init(struct entry *e, const struct tb_dest *d, const struct tb_settings *set,
+		       int64_t now)
+{
+	memset(e, 0, sizeof(*e));
+	e->dest = *d;
+	pthread_mutex_init(&e->lock, NULL);
+	e->breaker_on = tb_settings_breaker_on(set);
+	e->retry_on = tb_settings_retry_budget_on(set);
+	e->auto_on = set->max_conns_auto;
+	e->log_sizes = set->log_level == TB_LOG_LEVEL_INFO;
+	e->refuse_errno = set->breaker_errno;
+	e->slow_ns = set->breaker_slow_ns;
+	tb_breaker_cfg_from(&e->bc, set);
+	tb_retry_cfg_from(&e->rc, set);
+	tb_adaptive_cfg_from(&e->ac, set);
+	tb_breaker_init(&e->br, &e->bc, now);
+	tb_retry_init(&e->rb, &e->rc);
+	tb_adaptive_init(&e->ad, &e->ac, now);
+	e->told_period = UINT32_MAX;
+	if (e->auto_on)
+		atomic_init(&e->limit, tb_adaptive_limit(&e->ad));
+}
+
+/* The entry of d, created with set on first use; NULL when the table is full or memory
+ * short (the destination then goes unprotected, said once). Lookup is lock-free. */
+static struct entry *entry_of(const struct tb_dest *d, const struct tb_settings *set,
+			      int64_t now, uint32_t *index)
+{
+	unsigned i = hash_dest(d);
+	struct entry *e;
+
+	for (unsigned n = 0; n < TABLE_SIZE; n++, i = (i + 1) & (TABLE_SIZE - 1)) {
+		e = atomic_load_explicit(&table[i], memory_order_acquire);
+		if (e == NULL)
+			break;
+		if (tb_dest_equal(&e->dest, d)) {
+			*index = i + 1;
+			return e;
+		}
+	}
+	pthread_mutex_lock(&insert_lock);
+	i = hash_dest(d);
+	for (unsigned n = 0; n < TABLE_SIZE; n++, i = (i + 1) & (TABLE_SIZE - 1)) {
+		e = atomic_load_explicit(&table[i], memory_order_acquire);
+		if (e != NULL && tb_dest_equal(&e->dest, d))
+			goto out;
+		if (e == NULL) {
+			e = malloc(sizeof(*e));
+			if (e != NULL) {
+				entry_init(e, d, set, now);
+				atomic_store_explicit(&table[i], e, memory_order_release);
+			}
+			goto out;
+		}
+	}
+	e = NULL;
+out:
+	pthread_mutex_unlock(&insert_lock);
+	if (e == NULL && !atomic_exchange(&said_full, true))
+		tb_log_error("event=error what=protect_table error=\"more than 1024 protected "
+			     "destinations, or no memory\" effect=\"connects to further "
+			     "destinations have no breaker and no retry budget\"");
+	*index = e != NULL ? i + 1 : 0;
+	return e;
+}
+
+static struct entry *entry_at(uint32_t index)
+{
+	return index == 0 || index > TABLE_SIZE ? NULL
+						: atomic_load_explicit(&table[index - 1],
+								       memory_order_acquire);
+}
+
+/* The side table of calls, mapped on the first protected connect (64 K × 40 bytes of
+ * address space; pages are touched only by the sockets that use them). */
+static struct call *calls_table(void)
+{
+	struct call *c = atomic_load_explicit(&calls, memory_order_acquire);
+	void *p;
+
+	if (c != NULL)
+		return c;
+	p = mmap(NULL, CALLS_MAX * sizeof(struct call), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	if (!atomic_compare_exchange_strong(&calls, &c, (struct call *)p)) {
+		munmap(p, CALLS_MAX * sizeof(struct call));
+		return c;
+	}
+	return p;
+}
+
+/* The call of s when s is protected and still the socket it was bound as. */
+static struct call *call_of(struct tb_sock *s, struct entry **e)
+{
+	struct call *base = atomic_load_explicit(&calls, memory_order_acquire), *c;
+
+	if (base == NULL || s->index >= CALLS_MAX)
+		return NULL;
+	c = &base[s->index];
+	if (atomic_load_explicit(&c->gen, memory_order_relaxed) != TB_ST_GEN(tb_sock_word(s)))
+		return NULL;
+	*e = entry_at(atomic_load_explicit(&c->entry, memory_order_relaxed));
+	return *e != NULL ? c : NULL;
+}
+
+static uint64_t ticket_pack(const struct tb_breaker_ticket *t)
+{
+	return (uint64_t)t->period << 8 | (uint8_t)(t->probe + 1);
+}
+
+static struct tb_breaker_ticket ticket_unpack(uint64_t v)
+{
+	struct tb_breaker_ticket t = { .period = (uint32_t)(v >> 8),
+				       .probe = (int8_t)((int)(v & 0xff) - 1) };
+
+	return t;
+}
+
+/* Under e->lock: the thread's mark, or NULL. */
+static struct mark *mark_of(struct entry *e, int tid, bool claim)
+{
+	unsigned h = (unsigned)tid * 2654435761u, i = h % MARKS;
+	struct mark *oldest = &e->marks[i];
+
+	for (unsigned n = 0; n < 8; n++, i = (i + 1) % MARKS) {
+		if (e->marks[i].tid == tid)
+			return &e->marks[i];
+		if (e->marks[i].until < oldest->until)
+			oldest = &e->marks[i];
+	}
+	if (!claim)
+		return NULL;
+	/* Eight places per thread: past them the oldest mark goes (a retry then counts as a
+	 * first attempt: the budget errs towards letting it through). */
+	oldest->tid = tid;
+	return oldest;
+}
+
+static const char *change_state(enum tb_breaker_change ch)
+{
+	switch (ch) {
+	case TB_BREAKER_OPENED:
+	case TB_BREAKER_REOPENED:
+		return "open";
+	case TB_BREAKER_HALF_OPENED:
+		return "half-open";
+	case TB_BREAKER_RECLOSED:
+		return "closed";
+	default:
+		return NULL;
+	}
+}
+
+
+static void note_change(struct entry *e, enum tb_breaker_change ch, int64_t now,
+			const char *reason, struct tb_prot_note *n)
+{
+	n->ch = ch;
+	n->entry = e;
+	if (ch == TB_BREAKER_SAME)
+		return;
+	atomic_store_explicit(&e->state, e->br.state, memory_order_relaxed);
+	n->failures = e->br.why_failures;
+	n->calls = e->br.why_calls;
+	n->for_ns = -1;
+	n->reason = reason;
+	if (ch == TB_BREAKER_OPENED || ch == TB_BREAKER_REOPENED) {
+		atomic_fetch_add_explicit(&e->opened, 1, memory_order_relaxed);
+		n->for_ns = e->br.open_until - now;
+		if (ch == TB_BREAKER_REOPENED)
+			n->reason = "probe_failed";
+	} else if (ch == TB_BREAKER_HALF_OPENED) {
+		n->reason = "open_elapsed";
+	} else if (ch == TB_BREAKER_RECLOSED) {
+		n->reason = "probe_succeeded";
+	}
+}
+
+static void say_change(const struct entry *e, const struct tb_prot_note *n)
+{
+	const char *state = change_state((enum tb_breaker_change)n->ch);
+
+	if (state != NULL)
+		tb_log_breaker(&e->dest, state, n->reason, n->failures, n->calls, n->for_ns);
+}
+
+void tb_prot_say(const struct tb_prot_note *n)
+{
+	if (n->entry != NULL)
+		say_change(n->entry, n);
+}
+
+int tb_prot_admit(const struct tb_settings *set, const struct tb_dest *d, int fd, int64_t now,
+		  struct tb_prot_ticket *t)
+{
+	struct tb_prot_note note = { .ch = TB_BREAKER_SAME };
+	enum tb_breaker_verdict v = TB_BREAKER_PASS;
+	const char *refused = NULL;
+	uint64_t count = 0;
+	int64_t left = -1;
+	struct entry *e;
+	bool tell = false;
+
+	t->entry = 0;
+	t->bt.period = 0;
+	t->bt.probe = -1;
+	e = entry_of(d, set, now, &t->entry);
+	if (e == NULL)
+		return 0;
+	pthread_mutex_lock(&e->lock);
+	if (e->breaker_on) {
+		enum tb_breaker_change ch = TB_BREAKER_SAME;
+
+		v = tb_breaker_allow(&e->br, &e->bc, now, &t->bt, &ch);
+		note_change(e, ch, now, NULL, &note);
+		if (v == TB_BREAKER_REFUSE) {
+			refused = "breaker";
+			atomic_fetch_add_explicit(&e->refused, 1, memory_order_relaxed);
+			e->refused_untold++;
+			if (e->told_period != e->br.period) { /* the first refusal of this period */
+				e->told_period = e->br.period;
+				tell = true;
+				count = e->refused_untold;
+				e->refused_untold = 0;
+				left = e->br.state == TB_BREAKER_OPEN ? e->br.open_until - now : -1;
+			}
+		}
+	}
+	if (refused == NULL && e->retry_on) {
+		struct mark *m = tb_thread_multiplexed ? NULL : mark_of(e, tb_tid(), false);
+
+		if (m != NULL && m->until > now) {
+			if (tb_retry_allow(&e->rb, &e->rc, now)) {
+				atomic_fetch_add_explicit(&e->retries, 1, memory_order_relaxed);
+			} else {
+				refused = "retry_budget";
+				atomic_fetch_add_explicit(&e->retry_refused, 1, memory_order_relaxed);
+				e->retry_untold++;
+				if (now - e->retry_told_at >= TB_NS_PER_S || e->retry_told_at == 0) {
+					e->retry_told_at = now;
+					tell = true;
+					count = e->retry_untold;
+					e->retry_untold = 0;
+				}
+				if (v == TB_BREAKER_PROBE)
+					tb_breaker_forget(&e->br, &t->bt);
+			}
+		} else {
+			tb_retry_first(&e->rb, &e->rc, now);
+		}
+	}
+	if (e->auto_on && tb_adaptive_tick(&e->ad, &e->ac, now))
+		atomic_store_explicit(&e->limit, tb_adaptive_limit(&e->ad), memory_order_relaxed);
+	pthread_mutex_unlock(&e->lock);
+	say_change(e, &note);
+	if (refused == NULL)
+		return 0;
+	if (tell)
+		tb_log_refused(d, fd, refused, count, left);
+	t->entry = 0;
+	errno = e->refuse_errno;
+	return -1;
+}
+
+void tb_prot_gate(const struct tb_prot_ticket *t, struct tb_gate *g)
+{
+	struct entry *e = entry_at(t->entry);
+	int limit;
+
+	if (e == NULL || !e->auto_on || g == NULL)
+		return;
+	if (atomic_load_explicit(&e->gate, memory_order_relaxed) != g)
+		atomic_store_explicit(&e->gate, g, memory_order_relaxed);
+	limit = atomic_load_explicit(&e->limit, memory_order_relaxed);
+	if (limit > 0 && limit != atomic_load_explicit(&g->max, memory_order_relaxed))
+		tb_gates_resize(g, limit);
+}
+
+void tb_prot_bind(struct tb_sock *s, const struct tb_prot_ticket *t)
+{
+	struct call *base, *c;
+
+	if (t->entry == 0)
+		return;
+	base = calls_table();
+	if (base == NULL || s->index >= CALLS_MAX) {
+		if (!atomic_exchange(&said_calls, true))
+			tb_log_error("event=error what=protect_calls error=\"no memory, or more "
+				     "than 65536 sockets\" effect=\"the outcomes of further "
+				     "connections are not counted by the breaker\"");
+		tb_prot_drop(t);
+		return;
+	}
+	c = &base[s->index];
+	atomic_store_explicit(&c->entry, 0, memory_order_relaxed);
+	atomic_store_explicit(&c->ticket, ticket_pack(&t->bt), memory_order_relaxed);
+	atomic_store_explicit(&c->req_at, 0, memory_order_relaxed);
+	atomic_store_explicit(&c->outcome, 0, memory_order_relaxed);
+	atomic_store_explicit(&c->tid, tb_tid(), memory_order_relaxed);
+	atomic_store_explicit(&c->gen, TB_ST_GEN(tb_sock_word(s)), memory_order_relaxed);
+	atomic_store_explicit(&c->entry, t->entry, memory_order_release);
+}
+
+void tb_prot_drop(const struct tb_prot_ticket *t)
+{
+	struct entry *e = entry_at(t->entry);
+
+	if (e == NULL || t->bt.probe < 0)
+		return;
+	pthread_mutex_lock(&e->lock);
+	tb_breaker_forget(&e->br, &t->bt);
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* The call's one outcome: failed, or answered with latency rtt (-1: unknown). */
+static void record(struct entry *e, struct call *c, bool failed, const char *reason,
+		   int64_t rtt, struct tb_prot_note *out)
+{
+	struct tb_prot_note note = { .ch = TB_BREAKER_SAME };
+	struct tb_breaker_ticket t = ticket_unpack(atomic_load_explicit(&c->ticket,
+									memory_order_relaxed));
+	int tid = atomic_load_explicit(&c->tid, memory_order_relaxed);
+	int64_t now = tb_now();
+	struct tb_gate *g = NULL;
+	int limit = 0;
+
+	pthread_mutex_lock(&e->lock);
+	if (e->breaker_on)
+		note_change(e, tb_breaker_record(&e->br, &e->bc, now, &t, failed), now, reason,
+			    &note);
+	if (e->retry_on && tid > 0) {
+		struct mark *m = mark_of(e, tid, failed);
+
+		if (m != NULL)
+			m->until = failed ? tb_at_after(now, e->rc.window_ns) : 0;
+	}
+	if (e->auto_on && rtt >= 0) {
+		g = atomic_load_explicit(&e->gate, memory_order_relaxed);
+		if (tb_adaptive_sample(&e->ad, &e->ac, now, rtt,
+				       g != NULL ? atomic_load(&g->leased) : 0))
+			limit = tb_adaptive_limit(&e->ad);
+		atomic_store_explicit(&e->rtt, rtt, memory_order_relaxed);
+		atomic_store_explicit(&e->min_rtt, e->ad.min_rtt, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&e->lock);
+	/* The probe's place is the ticket's no more, whatever the breaker made of it. */
+	atomic_store_explicit(&c->ticket, ticket_pack(&(struct tb_breaker_ticket){
+						  .period = t.period, .probe = -1 }),
+			      memory_order_relaxed);
+	if (out != NULL)
+		*out = note;
+	else
+		say_change(e, &note);
+	if (limit > 0) {
+		atomic_store_explicit(&e->limit, limit, memory_order_relaxed);
+		if (g != NULL)
+			tb_gates_resize(g, limit);
+		if (e->log_sizes)
+			tb_log_adaptive(&e->dest, limit, e->ad.min_rtt, rtt);
+	}
+}
+
+static bool take_outcome(struct call *c)
+{
+	unsigned zero = 0;
+
+	return atomic_compare_exchange_strong(&c->outcome, &zero, 1);
+}
+
+static const char *fail_reason(enum tb_prot_fail why)
+{
+	static const char *const names[] = {
+		[TB_PROT_REFUSED] = "refused", [TB_PROT_CUT] = "timeout",
+		[TB_PROT_RESET] = "reset", [TB_PROT_HTTP] = "http_status",
+		[TB_PROT_SLOW] = "slow",
+	};
+
+	return (unsigned)why < sizeof(names) / sizeof(names[0]) ? names[why] : "failure";
+}
+
+void tb_prot_failed(struct tb_sock *s, enum tb_prot_fail why)
+{
+	struct entry *e;
+	struct call *c = call_of(s, &e);
+
+	if (c != NULL && take_outcome(c))
+		record(e, c, true, fail_reason(why), -1, NULL);
+}
+
+void tb_prot_cut(struct tb_sock *s, struct tb_prot_note *n)
+{
+	struct entry *e;
+	struct call *c = call_of(s, &e);
+
+	n->entry = NULL;
+	if (c != NULL && take_outcome(c))
+		record(e, c, true, "timeout", -1, n);
+}
+
+void tb_prot_eof(struct tb_sock *s)
+{
+	struct entry *e;
+	struct call *c = call_of(s, &e);
+
+	if (c != NULL && atomic_load_explicit(&c->req_at, memory_order_relaxed) != 0 &&
+	    take_outcome(c))
+		record(e, c, true, "reset", -1, NULL);
+}
+
+void tb_prot_sent(struct tb_sock *s, int64_t now)
+{
+	struct entry *e;
+	struct call *c = call_of(s, &e);
+
+	if (c == NULL)
+		return;
+	if (atomic_load_explicit(&c->outcome, memory_order_relaxed) != 0) {
+		/* The previous call has its outcome: these bytes begin the next one. */
+		atomic_store_explicit(&c->req_at, now, memory_order_relaxed);
+		atomic_store_explicit(&c->outcome, 0, memory_order_relaxed);
+	} else if (atomic_load_explicit(&c->req_at, memory_order_relaxed) == 0) {
+		atomic_store_explicit(&c->req_at, now, memory_order_relaxed);
+	}
+}
+
+void tb_prot_answered(struct tb_sock *s)
+{
+	struct entry *e;
+	struct call *c = call_of(s, &e);
+	int64_t at, rtt;
+
+	if (c == NULL || atomic_load_explicit(&c->outcome, memory_order_relaxed) != 0)
+		return;
+	at = atomic_load_explicit(&c->req_at, memory_order_relaxed);
+	if (at == 0)
+		return; /* bytes the peer sent first (a greeting): no request to answer yet */
+	if (!take_outcome(c))
+		return;
+	rtt = tb_now() - at;
+	if (e->slow_ns > 0 && rtt > e->slow_ns)
+		record(e, c, true, "slow", rtt, NULL);
+	else
+		record(e, c, false, NULL, rtt, NULL);
+}
+
+void tb_prot_http_status(struct tb_sock *s, bool gateway)
+{
+	struct entry *e;
+	struct call *c = call_of(s, &e);
+	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
+
+	if (c == NULL || set->breaker_http == TB_BREAKER_HTTP_OFF ||
+	    (!gateway && set->breaker_http != TB_BREAKER_HTTP_5XX))
+		return;
+	if (take_outcome(c))
+		record(e, c, true, "http_status", -1, NULL);
+}
+
+void tb_prot_closed(struct tb_sock *s)
+{
+	struct entry *e;
+	struct call *c = call_of(s, &e);
+	struct tb_breaker_ticket t;
+
+	if (c == NULL)
+		return;
+	t = ticket_unpack(atomic_load_explicit(&c->ticket, memory_order_relaxed));
+	atomic_store_explicit(&c->entry, 0, memory_order_relaxed);
+	if (t.probe >= 0 && atomic_load_explicit(&c->outcome, memory_order_relaxed) == 0) {
+		pthread_mutex_lock(&e->lock);
+		tb_breaker_forget(&e->br, &t);
+		pthread_mutex_unlock(&e->lock);
+	}
+}
+
+void tb_prot_each(void (*fn)(void *ctx, const struct tb_dest *d,
+			     const struct tb_prot_counts *c), void *ctx)
+{
+	for (unsigned i = 0; i < TABLE_SIZE; i++) {
+		struct entry *e = atomic_load_explicit(&table[i], memory_order_acquire);
+		struct tb_prot_counts c;
+
+		if (e == NULL)
+			continue;
+		c.breaker_state = atomic_load_explicit(&e->state, memory_order_relaxed);
+		c.breaker_opened = atomic_load_explicit(&e->opened, memory_order_relaxed);
+		c.breaker_refused = atomic_load_explicit(&e->refused, memory_order_relaxed);
+		c.retries = atomic_load_explicit(&e->retries, memory_order_relaxed);
+		c.retry_refused = atomic_load_explicit(&e->retry_refused, memory_order_relaxed);
+		c.auto_limit = atomic_load_explicit(&e->limit, memory_order_relaxed);
+		c.min_rtt_ns = atomic_load_explicit(&e->min_rtt, memory_order_relaxed);
+		c.rtt_ns = atomic_load_explicit(&e->rtt, memory_order_relaxed);
+		fn(ctx, &e->dest, &c);
+	}
+}
+
+void tb_prot_fork_child(void)
+{
+	pthread_mutex_init(&insert_lock, NULL);
+	for (unsigned i = 0; i < TABLE_SIZE; i++) {
+		struct entry *e = atomic_load(&table[i]);
+
+		if (e != NULL)
+			pthread_mutex_init(&e->lock, NULL);
+	}
+}
