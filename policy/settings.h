@@ -33,6 +33,8 @@ enum tb_gate_nonblocking { TB_GATE_NB_WAIT, TB_GATE_NB_FAIL };
 
 #define TB_MAX_CONNS_LIMIT 1000000
 
+enum tb_breaker_http { TB_BREAKER_HTTP_GATEWAY, TB_BREAKER_HTTP_5XX, TB_BREAKER_HTTP_OFF };
+
 #define TB_LOG_PATH_MAX 256
 /* The propagated deadline's header name: a token of 1..63 characters, and its NUL. */
 #ifndef TB_PROP_HEADER_MAX
@@ -83,6 +85,23 @@ struct tb_settings {
 	 * request head carries, and write the remaining one into outbound HTTP/1.x requests. */
 	bool propagate;
 	char deadline_header[TB_PROP_HEADER_MAX]; /* default TB_PROP_HEADER_DEFAULT */
+	/* The downstream's protection (docs/breaker.md). */
+	int breaker_failures;
+	int breaker_rate;
+	int breaker_min_calls;
+	int64_t breaker_window_ns;
+	int64_t breaker_open_ns;
+	int64_t breaker_open_max_ns;
+	int breaker_probes;
+	int64_t breaker_slow_ns;
+	int breaker_errno;
+	uint8_t breaker_http;
+	int retry_budget;
+	int retry_budget_floor;
+	int64_t retry_budget_window_ns;
+	bool max_conns_auto;
+	int max_conns_floor;
+	int max_conns_ceiling;
 };
 
 /* Built-in defaults: nothing limited, log to stderr (logfmt, 100 lines/s), scope=call. */
