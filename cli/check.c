@@ -205,7 +205,8 @@ static void value_text(const struct tb_resolved *r, int f, char *buf, size_t len
 		return;
 	}
 	switch (var->kind) {
-	case TB_ENV_DURATION: {
+	case TB_ENV_DURATION:
+	case TB_ENV_PERIOD: {
 		int64_t v = tb_env_number(s, var);
 
 		/* An unset retry window follows the deadline: show what applies. */
@@ -225,6 +226,40 @@ static void value_text(const struct tb_resolved *r, int f, char *buf, size_t len
 	}
 	case TB_ENV_BOOL:
 		snprintf(buf, len, "%s", tb_env_number(s, var) > 0 ? "true" : "false");
+		return;
+	case TB_ENV_GATE_SIZE:
+		if (s->max_conns_auto)
+			snprintf(buf, len, "auto");
+		else if (s->max_conns > 0)
+			snprintf(buf, len, "%d", s->max_conns);
+		else
+			snprintf(buf, len, "off");
+		return;
+	case TB_ENV_POSITIVE:
+	case TB_ENV_NUMBER:
+		snprintf(buf, len, "%lld", (long long)tb_env_number(s, var));
+		return;
+	case TB_ENV_PERCENT:
+	case TB_ENV_SHARE: {
+		int64_t n = tb_env_number(s, var);
+
+		if (n > 0)
+			snprintf(buf, len, "%lld%%", (long long)n);
+		else
+			snprintf(buf, len, "off");
+		return;
+	}
+	case TB_ENV_BREAKER:
+		snprintf(buf, len, "%s", tb_settings_breaker_on(s) ? "true" : "false");
+		return;
+	case TB_ENV_ERRNO: {
+		const char *name = tb_env_errno_name(s->breaker_errno);
+
+		snprintf(buf, len, "%s", name != NULL ? name : "?");
+		return;
+	}
+	case TB_ENV_BREAKER_HTTP:
+		snprintf(buf, len, "%s", tb_env_breaker_http_name(s->breaker_http));
 		return;
 	case TB_ENV_SCOPE:
 		snprintf(buf, len, "%s", s->scope == TB_SCOPE_PROCESS   ? "process"

@@ -27,7 +27,7 @@
 extern char **environ;
 
 /* One value per row of tb_env_vars, as given on the command line (NULL: not given). */
-#define MAX_VARS 32
+#define MAX_VARS TB_FIELDS_MAX /* one per tb_env_vars row: fewer than the config fields */
 
 struct run_args {
 	const char *values[MAX_VARS];
@@ -73,7 +73,22 @@ static const char *value_hint(enum tb_env_kind kind)
 		return "/PATH|off";
 	case TB_ENV_HEADER:
 		return "NAME";
+	case TB_ENV_GATE_SIZE:
+		return "N|auto";
+	case TB_ENV_PERIOD:
+		return "DURATION";
+	case TB_ENV_POSITIVE:
+	case TB_ENV_NUMBER:
+		return "N";
+	case TB_ENV_PERCENT:
+	case TB_ENV_SHARE:
+		return "P%";
+	case TB_ENV_ERRNO:
+		return "ERRNO";
+	case TB_ENV_BREAKER_HTTP:
+		return "gateway|5xx|off";
 	case TB_ENV_BOOL:
+	case TB_ENV_BREAKER:
 		break;
 	}
 	return NULL;
@@ -119,6 +134,7 @@ static void usage(FILE *out)
 		"      curl -s http://backend:8080/\n"
 		"  TIMEBOX_DEADLINE=5s timebox run --scope=process -- python3 batch.py\n"
 		"  timebox run --read-timeout 2s --strict redis-cli -h cache GET key\n"
+		"  timebox run --deadline 2s --breaker --retry-budget 20%% --max-conns auto -- ./api\n"
 		"\n"
 		"Observe, then suggest: with --observe every limit and the gate's bounds are off,\n"
 		"whether set by option, environment or configuration file, and a bad setting never\n"
@@ -185,7 +201,7 @@ static int parse_run_args(int argc, char **argv, struct run_args *args)
 
 		if (eq != NULL)
 			value = eq + 1;
-		else if (var->kind == TB_ENV_BOOL)
+		else if (TB_ENV_IS_SWITCH(var->kind))
 			value = "1"; /* a flag: never takes the next word */
 		else if (i + 1 < argc)
 			value = argv[++i];

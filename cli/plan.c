@@ -14,7 +14,7 @@
 #include "rules.h"
 #include "settings.h"
 
-#define MAX_VARS 32
+#define MAX_VARS TB_FIELDS_MAX /* one per tb_env_vars row: fewer than the config fields */
 
 struct plan_args {
 	const char *values[MAX_VARS]; /* one per tb_env_vars row, as `timebox run` takes them */
@@ -102,7 +102,7 @@ static int parse_args(int argc, char **argv, struct plan_args *a, struct tb_plan
 		memcpy(option, arg, len);
 		option[len] = '\0';
 		var = tb_env_find(option, 1);
-		if (var != NULL && var->kind == TB_ENV_BOOL && eq == NULL)
+		if (var != NULL && TB_ENV_IS_SWITCH(var->kind) && eq == NULL)
 			value = "1";
 		else if (eq != NULL)
 			value = eq + 1;

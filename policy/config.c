@@ -153,6 +153,7 @@ static const char *type_error(enum tb_env_kind kind, int t)
 {
 	switch (kind) {
 	case TB_ENV_DURATION:
+	case TB_ENV_PERIOD:
 		if (t == CONFIG_TYPE_STRING || t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64 ||
 		    t == CONFIG_TYPE_FLOAT)
 			return NULL; /* a number gets the duration parser's own message */
@@ -161,6 +162,24 @@ static const char *type_error(enum tb_env_kind kind, int t)
 		if (t == CONFIG_TYPE_STRING || t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64)
 			return NULL;
 		return "wrong type: a count is a whole number, or \"off\"";
+	case TB_ENV_GATE_SIZE:
+		if (t == CONFIG_TYPE_STRING || t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64)
+			return NULL;
+		return "wrong type: a gate's size is a whole number, \"auto\" or \"off\"";
+	case TB_ENV_POSITIVE:
+	case TB_ENV_NUMBER:
+		if (t == CONFIG_TYPE_STRING || t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64)
+			return NULL;
+		return "wrong type: this setting is a whole number";
+	case TB_ENV_PERCENT:
+	case TB_ENV_SHARE:
+		if (t == CONFIG_TYPE_STRING || t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64)
+			return NULL;
+		return "wrong type: a percentage is a whole number, e.g. 50 or \"50%\", or \"off\"";
+	case TB_ENV_BREAKER:
+		return t == CONFIG_TYPE_BOOL ? NULL : "wrong type: breaker is true or false";
+	case TB_ENV_ERRNO:
+	case TB_ENV_BREAKER_HTTP:
 	case TB_ENV_BOOL:
 		return t == CONFIG_TYPE_BOOL ? NULL : "wrong type: a switch is true or false";
 	case TB_ENV_SCOPE:
@@ -269,8 +288,14 @@ static int apply_one(struct tb_resolved *r, int field, const config_setting_t *s
 			return -1;
 		/* The environment's "0 means none" is refused here: in a file, max_conns = 0 is
 		 * more likely a mistake than a wish, and "off" says the wish plainly. */
-		if (v->kind == TB_ENV_COUNT && strcmp(vbuf, "0") == 0) {
+		if ((v->kind == TB_ENV_COUNT || v->kind == TB_ENV_GATE_SIZE) &&
+		    strcmp(vbuf, "0") == 0) {
 			*why = "a count is at least 1; write \"off\" for none";
+			return -1;
+		}
+		if ((v->kind == TB_ENV_PERCENT || v->kind == TB_ENV_SHARE) &&
+		    (strcmp(vbuf, "0") == 0 || strcmp(vbuf, "0%") == 0)) {
+			*why = "a percentage is at least 1; write \"off\" for none";
 			return -1;
 		}
 		if (tb_env_apply(&r->set, v, vbuf, keep_why, &a) < 0) {

@@ -14,7 +14,7 @@
  * Fields are numbered like tb_env_vars (a setting's config key is its variable's name without
  * TIMEBOX_, in lowercase), followed by the keys that only the file has.
  */
-#define TB_FIELDS_MAX 32
+#define TB_FIELDS_MAX 64
 enum {
 	TB_FIELD_ENABLED = TB_FIELDS_MAX - 4, /* enabled: false leaves a destination alone */
 	TB_FIELD_ATTEMPTS,                    /* attempts: retries the program makes (lint) */

@@ -2,6 +2,7 @@
  * Pure code: the caller supplies the lookup and the error sink; no printing, no allocation. */
 #include "env.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,8 +33,13 @@ const struct tb_env_var tb_env_vars[] = {
 	  "limit on a whole call, the program's own retries included (event loop: per connection)" },
 	{ "TIMEBOX_RETRY_WINDOW", "--retry-window", TB_ENV_DURATION, AT(retry_window_ns),
 	  "how long retries fail fast after a deadline (default: the deadline; not in event loops)" },
-	{ "TIMEBOX_MAX_CONNS", "--max-conns", TB_ENV_COUNT, AT(max_conns),
-	  "open sockets allowed per destination (the gate's size; default: no gate)" },
+	{ "TIMEBOX_MAX_CONNS", "--max-conns", TB_ENV_GATE_SIZE, AT(max_conns),
+	  "open sockets allowed per destination (the gate's size; default: no gate); auto: "
+	  "sized by latency" },
+	{ "TIMEBOX_MAX_CONNS_FLOOR", "--max-conns-floor", TB_ENV_POSITIVE, AT(max_conns_floor),
+	  "with --max-conns auto: the smallest size the gate takes (default 1)" },
+	{ "TIMEBOX_MAX_CONNS_CEILING", "--max-conns-ceiling", TB_ENV_POSITIVE,
+	  AT(max_conns_ceiling), "with --max-conns auto: the largest size the gate takes (default 1000)" },
 	{ "TIMEBOX_ACQUIRE_TIMEOUT", "--acquire-timeout", TB_ENV_DURATION, AT(acquire_ns),
 	  "longest wait for a slot at a full gate (default: no limit but the deadline)" },
 	{ "TIMEBOX_MAX_PENDING", "--max-pending", TB_ENV_COUNT, AT(max_pending),
@@ -42,6 +48,35 @@ const struct tb_env_var tb_env_vars[] = {
 	  "one gate per destination for every process with the same settings" },
 	{ "TIMEBOX_GATE_NONBLOCKING", "--gate-nonblocking", TB_ENV_GATE_NB, TB_ENV_NO_FIELD,
 	  "a non-blocking connect at a full gate: wait (default) or fail (EAGAIN)" },
+	{ "TIMEBOX_BREAKER", "--breaker", TB_ENV_BREAKER, TB_ENV_NO_FIELD,
+	  "the circuit breaker on (5 failures in a row, or 50% of 20 calls in 10s) or off" },
+	{ "TIMEBOX_BREAKER_FAILURES", "--breaker-failures", TB_ENV_COUNT, AT(breaker_failures),
+	  "consecutive failures that open the breaker (Envoy's 5; default: off)" },
+	{ "TIMEBOX_BREAKER_RATE", "--breaker-rate", TB_ENV_PERCENT, AT(breaker_rate),
+	  "failure percentage over the window that opens the breaker (Hystrix's 50%; default: off)" },
+	{ "TIMEBOX_BREAKER_MIN_CALLS", "--breaker-min-calls", TB_ENV_POSITIVE, AT(breaker_min_calls),
+	  "calls in the window before the failure rate counts (default 20)" },
+	{ "TIMEBOX_BREAKER_WINDOW", "--breaker-window", TB_ENV_PERIOD, AT(breaker_window_ns),
+	  "the failure rate's rolling window (default 10s)" },
+	{ "TIMEBOX_BREAKER_OPEN", "--breaker-open", TB_ENV_PERIOD, AT(breaker_open_ns),
+	  "how long an opening refuses connects; the n-th in a row lasts n times it (default 30s)" },
+	{ "TIMEBOX_BREAKER_OPEN_MAX", "--breaker-open-max", TB_ENV_PERIOD, AT(breaker_open_max_ns),
+	  "the longest opening (default 300s)" },
+	{ "TIMEBOX_BREAKER_PROBES", "--breaker-probes", TB_ENV_POSITIVE, AT(breaker_probes),
+	  "connects let through half-open to try the downstream (default 1, at most 16)" },
+	{ "TIMEBOX_BREAKER_SLOW", "--breaker-slow", TB_ENV_DURATION, AT(breaker_slow_ns),
+	  "a first response byte later than this counts as a failure (default: off)" },
+	{ "TIMEBOX_BREAKER_ERRNO", "--breaker-errno", TB_ENV_ERRNO, TB_ENV_NO_FIELD,
+	  "the errno of a connect the open breaker refuses (default ECONNREFUSED)" },
+	{ "TIMEBOX_BREAKER_HTTP", "--breaker-http", TB_ENV_BREAKER_HTTP, TB_ENV_NO_FIELD,
+	  "HTTP answers that count as failures: gateway (502/503/504, default), 5xx or off" },
+	{ "TIMEBOX_RETRY_BUDGET", "--retry-budget", TB_ENV_SHARE, AT(retry_budget),
+	  "retries allowed as a share of recent first attempts, e.g. 20% (default: off)" },
+	{ "TIMEBOX_RETRY_BUDGET_FLOOR", "--retry-budget-floor", TB_ENV_NUMBER, AT(retry_budget_floor),
+	  "retries per second the budget always allows (default 10)" },
+	{ "TIMEBOX_RETRY_BUDGET_WINDOW", "--retry-budget-window", TB_ENV_PERIOD,
+	  AT(retry_budget_window_ns),
+	  "the budget's window; a failed call makes the next connect a retry this long (default 10s)" },
 	{ "TIMEBOX_SCOPE", "--scope", TB_ENV_SCOPE, TB_ENV_NO_FIELD,
 	  "what the deadline covers: call (default), process, or request (an inbound request)" },
 	{ "TIMEBOX_PROPAGATE", "--propagate", TB_ENV_BOOL, AT(propagate),
@@ -97,6 +132,48 @@ static const char E_PROTOCOL[] =
 static const char E_PATH[] = "a file name is empty";
 static const char E_LOG_FORMAT[] = "a log format is logfmt or json";
 static const char E_FILE[] = "a file is an absolute path (at most 255 bytes), or off";
+static const char E_GATE_SIZE[] =
+	"a gate's size is a whole number from 1 to 1000000, auto, or 0/off for none";
+static const char E_PERIOD[] = "this setting cannot be off: give a duration longer than 0";
+static const char E_POSITIVE[] = "a whole number from 1 to 1000000";
+static const char E_NUMBER[] = "a whole number from 0 to 1000000";
+static const char E_PERCENT[] =
+	"a percentage is a whole number from 1 to 100 (\"50%\" or 50), or 0/off for none";
+static const char E_SHARE[] =
+	"a share is a whole percentage from 1 to 1000 (\"20%\" or 20), or 0/off for none";
+static const char E_ERRNO[] =
+	"an errno is ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH, ENETUNREACH, EAGAIN or ECONNRESET";
+static const char E_BREAKER_HTTP[] = "breaker_http is gateway (502, 503, 504), 5xx or off";
+
+/* The errnos a refused connect may report: each is one that clients already read as "that
+ * destination is down, try another" (docs/breaker.md). */
+static const struct {
+	const char *name, *lower;
+	int err;
+} errnos[] = {
+	{ "ECONNREFUSED", "econnrefused", ECONNREFUSED }, { "ETIMEDOUT", "etimedout", ETIMEDOUT },
+	{ "EHOSTUNREACH", "ehostunreach", EHOSTUNREACH }, { "ENETUNREACH", "enetunreach", ENETUNREACH },
+	{ "EAGAIN", "eagain", EAGAIN },                   { "ECONNRESET", "econnreset", ECONNRESET },
+};
+
+static const char *const breaker_http_names[] = {
+	[TB_BREAKER_HTTP_GATEWAY] = "gateway",
+	[TB_BREAKER_HTTP_5XX] = "5xx",
+	[TB_BREAKER_HTTP_OFF] = "off",
+};
+
+const char *tb_env_errno_name(int err)
+{
+	for (size_t i = 0; i < sizeof(errnos) / sizeof(errnos[0]); i++)
+		if (errnos[i].err == err)
+			return errnos[i].name;
+	return NULL;
+}
+
+const char *tb_env_breaker_http_name(unsigned kind)
+{
+	return kind <= TB_BREAKER_HTTP_OFF ? breaker_http_names[kind] : "?";
+}
 
 const struct tb_env_var *tb_env_find(const char *key, int by_option)
 {
@@ -126,8 +203,14 @@ int64_t tb_env_number(const struct tb_settings *s, const struct tb_env_var *var)
 	at = (const char *)s + var->field;
 	switch (var->kind) {
 	case TB_ENV_DURATION:
+	case TB_ENV_PERIOD:
 		return *(const int64_t *)(const void *)at;
 	case TB_ENV_COUNT:
+	case TB_ENV_GATE_SIZE:
+	case TB_ENV_POSITIVE:
+	case TB_ENV_NUMBER:
+	case TB_ENV_PERCENT:
+	case TB_ENV_SHARE:
 		return *(const int *)(const void *)at;
 	case TB_ENV_BOOL:
 		return *(const bool *)(const void *)at;
@@ -142,8 +225,8 @@ const char *tb_env_getenv(const char *name, void *ctx)
 	return getenv(name);
 }
 
-/* A whole number 1..TB_MAX_CONNS_LIMIT, or "0"/"off" for none. Returns 0 or -1. */
-static int parse_count(const char *text, int *out)
+/* A whole number 1..max, or "0"/"off" for none. Returns 0 or -1. */
+static int parse_upto(const char *text, long max, int *out)
 {
 	long v = 0;
 
@@ -155,13 +238,80 @@ static int parse_count(const char *text, int *out)
 		return -1;
 	for (; *text >= '0' && *text <= '9'; text++) {
 		v = v * 10 + (*text - '0');
-		if (v > TB_MAX_CONNS_LIMIT)
+		if (v > max)
 			return -1;
 	}
 	if (*text != '\0')
 		return -1;
 	*out = (int)v;
 	return 0;
+}
+
+static int parse_count(const char *text, int *out)
+{
+	return parse_upto(text, TB_MAX_CONNS_LIMIT, out);
+}
+
+/* "50%" or "50" (a percentage up to max), or "0"/"off" for none. Returns 0 or -1. */
+static int parse_percent(const char *text, long max, int *out)
+{
+	char digits[16];
+	size_t len = strlen(text);
+
+	if (len == 0 || len >= sizeof(digits))
+		return -1;
+	memcpy(digits, text, len + 1);
+	if (digits[len - 1] == '%') {
+		digits[len - 1] = '\0';
+		if (strcmp(digits, "off") == 0)
+			return -1; /* "off%" is neither */
+	}
+	return parse_upto(digits, max, out);
+}
+
+/* An errno name of the table, all capitals or all lower case. Returns 0 or -1. */
+static int parse_errno(const char *text, int *out)
+{
+	for (size_t i = 0; i < sizeof(errnos) / sizeof(errnos[0]); i++)
+		if (strcmp(text, errnos[i].name) == 0 || strcmp(text, errnos[i].lower) == 0) {
+			*out = errnos[i].err;
+			return 0;
+		}
+	return -1;
+}
+
+/* `breaker = on|off`, written into its two modes as settings.h's markers. */
+static void apply_breaker(struct tb_settings *s, bool on)
+{
+	if (!on) {
+		s->breaker_failures = s->breaker_rate = TB_BREAKER_REFUSED;
+		return;
+	}
+	if (s->breaker_failures <= 0)
+		s->breaker_failures = TB_BREAKER_ASKED;
+	if (s->breaker_rate <= 0)
+		s->breaker_rate = TB_BREAKER_ASKED;
+}
+
+/* The kinds of whole numbers: a count (0/off none), 1.., 0.., a percentage, a share. */
+static const char *apply_whole(int *field, enum tb_env_kind kind, const char *value)
+{
+	int n;
+
+	switch (kind) {
+	case TB_ENV_COUNT:
+		return parse_count(value, &n) == 0 ? (*field = n, NULL) : E_COUNT;
+	case TB_ENV_POSITIVE:
+		return parse_count(value, &n) == 0 && n >= 1 ? (*field = n, NULL) : E_POSITIVE;
+	case TB_ENV_NUMBER:
+		return parse_count(value, &n) == 0 ? (*field = n, NULL) : E_NUMBER;
+	case TB_ENV_PERCENT:
+		return parse_percent(value, 100, &n) == 0 ? (*field = n, NULL) : E_PERCENT;
+	case TB_ENV_SHARE:
+		return parse_percent(value, 1000, &n) == 0 ? (*field = n, NULL) : E_SHARE;
+	default:
+		return "internal error: not a number setting";
+	}
 }
 
 /* Parses a switch; returns 0 and sets *out, or -1. */
@@ -254,17 +404,71 @@ int tb_env_apply(struct tb_settings *s, const struct tb_env_var *var, const char
 			why = E_BOOL;
 		break;
 	}
-	case TB_ENV_COUNT: {
-		int *field = member(s, var, TB_ENV_COUNT), n;
+	case TB_ENV_COUNT:
+	case TB_ENV_POSITIVE:
+	case TB_ENV_NUMBER:
+	case TB_ENV_PERCENT:
+	case TB_ENV_SHARE: {
+		int *field = member(s, var, var->kind);
 
 		if (field == NULL)
 			why = "internal error: no setting for this variable";
-		else if (parse_count(value, &n) == 0)
-			*field = n;
 		else
-			why = E_COUNT;
+			why = apply_whole(field, var->kind, value);
 		break;
 	}
+	case TB_ENV_GATE_SIZE: {
+		int *field = member(s, var, TB_ENV_GATE_SIZE), n;
+
+		if (field == NULL) {
+			why = "internal error: no setting for this variable";
+		} else if (strcmp(value, "auto") == 0) {
+			s->max_conns_auto = true;
+			*field = s->max_conns_ceiling; /* tb_settings_finish does it again */
+		} else if (parse_count(value, &n) == 0) {
+			s->max_conns_auto = false;
+			*field = n;
+		} else {
+			why = E_GATE_SIZE;
+		}
+		break;
+	}
+	case TB_ENV_PERIOD: {
+		int64_t *field = member(s, var, TB_ENV_PERIOD);
+
+		if (field == NULL)
+			why = "internal error: no setting for this variable";
+		else if (tb_duration_parse(value, &ns, &why) < 0)
+			break;
+		else if (ns <= 0)
+			why = E_PERIOD;
+		else
+			*field = ns;
+		break;
+	}
+	case TB_ENV_ERRNO: {
+		int e;
+
+		if (parse_errno(value, &e) == 0)
+			s->breaker_errno = e;
+		else
+			why = E_ERRNO;
+		break;
+	}
+	case TB_ENV_BREAKER_HTTP:
+		why = E_BREAKER_HTTP;
+		for (unsigned k = 0; k <= TB_BREAKER_HTTP_OFF; k++)
+			if (strcmp(value, breaker_http_names[k]) == 0) {
+				s->breaker_http = (uint8_t)k;
+				why = NULL;
+			}
+		break;
+	case TB_ENV_BREAKER:
+		if (parse_bool(value, &flag) == 0)
+			apply_breaker(s, flag);
+		else
+			why = E_BOOL;
+		break;
 	case TB_ENV_GATE_NB:
 		if (strcmp(value, "wait") == 0)
 			s->gate_nonblocking = TB_GATE_NB_WAIT;

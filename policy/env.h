@@ -23,16 +23,30 @@ enum tb_env_kind {
 	TB_ENV_LOG_FORMAT, /* logfmt|json */
 	TB_ENV_FILE,       /* an absolute file name, or off: a char[TB_LOG_PATH_MAX] at field */
 	TB_ENV_HEADER,     /* an HTTP header name: a char[TB_PROP_HEADER_MAX] at field */
+	TB_ENV_GATE_SIZE,  /* a count, 0/off for none, or auto: max_conns and max_conns_auto */
+	TB_ENV_PERIOD,     /* a duration longer than 0 (a window, an opening): no "off" */
+	TB_ENV_POSITIVE,   /* a whole number 1..TB_MAX_CONNS_LIMIT: no "off" */
+	TB_ENV_NUMBER,     /* a whole number 0..TB_MAX_CONNS_LIMIT, 0 being a number */
+	TB_ENV_PERCENT,    /* "50%" or 50: 1..100, or 0/off for none */
+	TB_ENV_SHARE,      /* "20%" or 20: 1..1000 (a share of other calls), or 0/off */
+	TB_ENV_ERRNO,      /* a refused connect's errno: ECONNREFUSED, ... (breaker_errno) */
+	TB_ENV_BREAKER_HTTP, /* gateway|5xx|off (breaker_http) */
+	TB_ENV_BREAKER,    /* on|off: the breaker's switch, over its two modes (settings.h) */
 };
 
 #define TB_ENV_NO_FIELD ((size_t)-1)
 
+/* Kinds that take no value on the command line (`--strict`, `--breaker`). */
+#define TB_ENV_IS_SWITCH(kind) ((kind) == TB_ENV_BOOL || (kind) == TB_ENV_BREAKER)
+
 /*
  * One variable: its name, the launcher option that mirrors it, what its value is, and the
  * member of struct tb_settings it sets. `field` is an offsetof for the kinds that share a
- * type (DURATION: int64_t ns, COUNT: int, BOOL: bool); every other kind sets the one member
- * of its own type (scope, on_timeout, log_target and log_path, gate_nonblocking,
- * log_level) and has TB_ENV_NO_FIELD, as has PATH, which sets nothing.
+ * type (DURATION, PERIOD: int64_t ns; COUNT, POSITIVE, NUMBER, PERCENT, SHARE: int; BOOL:
+ * bool; GATE_SIZE: max_conns, and max_conns_auto beside it); every other kind sets the one
+ * member of its own type (scope, on_timeout, log_target and log_path, gate_nonblocking,
+ * log_level, breaker_errno, breaker_http, BREAKER's two modes) and has TB_ENV_NO_FIELD, as
+ * has PATH, which sets nothing.
  */
 struct tb_env_var {
 	const char *name;   /* "TIMEBOX_READ_TIMEOUT" */
@@ -47,7 +61,7 @@ extern const struct tb_env_var tb_env_vars[];
 
 /*
  * The value `var` set in *s, read through its `field`: ns for a duration, the number for a
- * count, 0 or 1 for a switch; -1 for a variable without a field. A duration's "not set"
+ * count or a percentage, 0 or 1 for a switch; -1 for a variable without a field. A duration's "not set"
  * marker (retry_window_ns < 0) comes back as it is stored.
  */
 int64_t tb_env_number(const struct tb_settings *s, const struct tb_env_var *var);
@@ -87,5 +101,11 @@ int tb_env_load(struct tb_settings *s, tb_env_get_fn get, void *get_ctx, tb_env_
  * TIMEBOX_READ_TIMOUT would otherwise be silently ignored). Returns how many were found.
  */
 int tb_env_check_unknown(char *const *envp, tb_env_error_fn err, void *ctx);
+
+/* "ECONNREFUSED", ... for an errno breaker_errno accepts; NULL for any other. */
+const char *tb_env_errno_name(int err);
+
+/* "gateway", "5xx", "off": a breaker_http value as written. */
+const char *tb_env_breaker_http_name(unsigned kind);
 
 #endif

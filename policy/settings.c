@@ -2,6 +2,7 @@
  * Plain data helpers: no I/O, no allocation, safe in any context. */
 #include "settings.h"
 
+#include <errno.h>
 #include <string.h>
 
 void tb_settings_init(struct tb_settings *s)
@@ -16,6 +17,17 @@ void tb_settings_init(struct tb_settings *s)
 	s->log_rate = TB_LOG_RATE_DEFAULT;
 	s->stats_interval_ns = TB_STATS_INTERVAL_DEFAULT;
 	memcpy(s->deadline_header, TB_PROP_HEADER_DEFAULT, sizeof(TB_PROP_HEADER_DEFAULT));
+	s->breaker_min_calls = TB_BREAKER_MIN_CALLS_DEFAULT;
+	s->breaker_window_ns = TB_BREAKER_WINDOW_DEFAULT;
+	s->breaker_open_ns = TB_BREAKER_OPEN_DEFAULT;
+	s->breaker_open_max_ns = TB_BREAKER_OPEN_MAX_DEFAULT;
+	s->breaker_probes = 1;
+	s->breaker_errno = ECONNREFUSED;
+	s->breaker_http = TB_BREAKER_HTTP_GATEWAY;
+	s->retry_budget_floor = TB_RETRY_BUDGET_FLOOR_DEFAULT;
+	s->retry_budget_window_ns = TB_RETRY_BUDGET_WINDOW_DEFAULT;
+	s->max_conns_floor = 1;
+	s->max_conns_ceiling = TB_MAX_CONNS_CEILING_DEFAULT;
 }
 
 /* RFC 9110 tchar: "!#$%&'*+-.^_`|~", digits and letters. */
@@ -37,6 +49,32 @@ bool tb_settings_header_ok(const char *name)
 }
 
 /*
+ * The breaker's switch, kept in its two modes' members until now (TB_BREAKER_ASKED,
+ * TB_BREAKER_REFUSED): off wins over any mode's value, whatever layer set it; on fills in a
+ * default only when no mode has a value of its own.
+ */
+static void finish_breaker(struct tb_settings *s)
+{
+	bool asked = s->breaker_failures == TB_BREAKER_ASKED || s->breaker_rate == TB_BREAKER_ASKED;
+	bool set = s->breaker_failures > 0 || s->breaker_rate > 0;
+
+	if (s->breaker_failures == TB_BREAKER_REFUSED || s->breaker_rate == TB_BREAKER_REFUSED) {
+		s->breaker_failures = s->breaker_rate = 0;
+		return;
+	}
+	if (asked && !set) {
+		if (s->breaker_failures == TB_BREAKER_ASKED)
+			s->breaker_failures = TB_BREAKER_FAILURES_DEFAULT;
+		if (s->breaker_rate == TB_BREAKER_ASKED)
+			s->breaker_rate = TB_BREAKER_RATE_DEFAULT;
+	}
+	if (s->breaker_failures < 0)
+		s->breaker_failures = 0;
+	if (s->breaker_rate < 0)
+		s->breaker_rate = 0;
+}
+
+/*
  * Only first_byte and dns are resolved here. retry_window stays "not set" on purpose: its default
  * follows the deadline, and tb_settings_retry_window() computes it on demand so a later
  * change of the deadline (a per-destination rule) carries the window along.
@@ -47,6 +85,10 @@ void tb_settings_finish(struct tb_settings *s)
 		s->first_byte_ns = s->read_ns;
 	if (s->dns_ns < 0)
 		s->dns_ns = s->connect_ns;
+	finish_breaker(s);
+	/* The adaptive gate's size moves up to the ceiling: that is the most it holds open. */
+	if (s->max_conns_auto)
+		s->max_conns = s->max_conns_ceiling;
 	if (s->observe) {
 		/* Tracked (the statistics need it) but bounded by nothing. The gate stays, at a
 		 * size no program reaches, because its leased gauge is the only count of the
@@ -59,13 +101,31 @@ void tb_settings_finish(struct tb_settings *s)
 		s->max_pending = 0;
 		s->gate_shared = false;
 		s->strict = false;
+		/* Never refused: no breaker, no retry budget, and a gate that does not move. */
+		s->breaker_failures = s->breaker_rate = 0;
+		s->breaker_slow_ns = 0;
+		s->retry_budget = 0;
+		s->max_conns_auto = false;
 	}
+	s->protects = tb_settings_breaker_on(s) || tb_settings_retry_budget_on(s) ||
+		      s->max_conns_auto;
 }
 
 bool tb_settings_any_limit(const struct tb_settings *s)
 {
 	return s->dns_ns > 0 || s->connect_ns > 0 || s->write_ns > 0 || s->first_byte_ns > 0 || s->read_ns > 0 ||
-	       s->deadline_ns > 0 || s->max_conns > 0;
+	       s->deadline_ns > 0 || s->max_conns > 0 || s->max_conns_auto ||
+	       tb_settings_breaker_on(s) || tb_settings_retry_budget_on(s);
+}
+
+bool tb_settings_breaker_on(const struct tb_settings *s)
+{
+	return s->breaker_failures > 0 || s->breaker_rate > 0;
+}
+
+bool tb_settings_retry_budget_on(const struct tb_settings *s)
+{
+	return s->retry_budget > 0;
 }
 
 int64_t tb_settings_retry_window(const struct tb_settings *s)

@@ -33,7 +33,34 @@ enum tb_gate_nonblocking { TB_GATE_NB_WAIT, TB_GATE_NB_FAIL };
 
 #define TB_MAX_CONNS_LIMIT 1000000
 
+/* HTTP answers the breaker counts as failures, where the framing sees them (docs/breaker.md). */
 enum tb_breaker_http { TB_BREAKER_HTTP_GATEWAY, TB_BREAKER_HTTP_5XX, TB_BREAKER_HTTP_OFF };
+
+/*
+ * The anchors' defaults: Envoy's outlier detection (consecutive_5xx = 5, base_ejection_time
+ * 30 s growing by one base per consecutive ejection up to max_ejection_time 300 s), Hystrix's
+ * rate (50 % of at least 20 calls in 10 s), Finagle's RetryBudget (10 retries/s over a 10 s
+ * ttl; its 20 % is no default here: the budget is off unless given).
+ */
+#define TB_BREAKER_FAILURES_DEFAULT 5
+#define TB_BREAKER_RATE_DEFAULT 50
+#define TB_BREAKER_MIN_CALLS_DEFAULT 20
+#define TB_BREAKER_WINDOW_DEFAULT (10 * TB_NS_PER_S)
+#define TB_BREAKER_OPEN_DEFAULT (30 * TB_NS_PER_S)
+#define TB_BREAKER_OPEN_MAX_DEFAULT (300 * TB_NS_PER_S)
+#define TB_RETRY_BUDGET_FLOOR_DEFAULT 10
+#define TB_RETRY_BUDGET_WINDOW_DEFAULT (10 * TB_NS_PER_S)
+#define TB_MAX_CONNS_CEILING_DEFAULT 1000
+/* The adaptive gate's first limit, clamped to [floor, ceiling] (docs/breaker.md). */
+#define TB_MAX_CONNS_AUTO_START 20
+
+/*
+ * `breaker = on|off` has no member of its own: until tb_settings_finish it is written into
+ * breaker_failures and breaker_rate as these markers. ASKED: on, this mode's default unless
+ * the mode is set; REFUSED: off, whatever else says.
+ */
+#define TB_BREAKER_ASKED (-1)
+#define TB_BREAKER_REFUSED (-2)
 
 #define TB_LOG_PATH_MAX 256
 /* The propagated deadline's header name: a token of 1..63 characters, and its NUL. */
@@ -102,19 +129,35 @@ struct tb_settings {
 	bool max_conns_auto;
 	int max_conns_floor;
 	int max_conns_ceiling;
+	/* Derived by tb_settings_finish: any of the three above applies. The hooks test this
+	 * one byte before anything of shim/protect.c runs. */
+	bool protects;
 };
 
-/* Built-in defaults: nothing limited, log to stderr (logfmt, 100 lines/s), scope=call. */
+/* Built-in defaults: nothing limited, log to stderr (logfmt, 100 lines/s), scope=call; no
+ * breaker, no retry budget, a fixed gate, with the anchors' values ready for when one is
+ * turned on (TB_BREAKER_*_DEFAULT above). */
 void tb_settings_init(struct tb_settings *s);
 
-/* Resolves the "not set" markers (first_byte falls back to read, dns to connect). Call once
- * after parsing. With `observe` it also clears every limit, the gate's bounds and `strict`:
- * what a setting said no longer applies (an observed program is never cut, never refused). */
+/* Resolves the "not set" markers (first_byte falls back to read, dns to connect) and the
+ * breaker's switch: `breaker = off` turns both of its modes off, `on` gives a mode that is
+ * not set its default (5 consecutive, 50 %) unless the other mode is set. With
+ * max_conns_auto, max_conns becomes the ceiling (every "gate present" test stays
+ * max_conns > 0). Call after parsing; calling it again changes nothing. With `observe` it
+ * also clears every limit, the gate's bounds, the breaker, the retry budget, the adaptive
+ * gate and `strict`: what a setting said no longer applies (an observed program is never
+ * cut, never refused). @unittest test_env.c: test_breaker_switch, test_observe_clears_protection */
 void tb_settings_finish(struct tb_settings *s);
 
-/* True when a phase limit (dns included), the deadline or a gate is set: otherwise nothing
- * is governed. */
+/* True when a phase limit (dns included), the deadline, a gate, the breaker or the retry
+ * budget is set: otherwise nothing is governed. */
 bool tb_settings_any_limit(const struct tb_settings *s);
+
+/* The breaker is on (after tb_settings_finish): one of its two modes is set. */
+bool tb_settings_breaker_on(const struct tb_settings *s);
+
+/* The retry budget is on: retries are limited to a share of recent first attempts. */
+bool tb_settings_retry_budget_on(const struct tb_settings *s);
 
 /* The retry window in ns: the configured one, or the deadline's length when unset. */
 int64_t tb_settings_retry_window(const struct tb_settings *s);
