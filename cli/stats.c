@@ -196,7 +196,7 @@ static const char *breaker_state(unsigned st)
 /* The downstream's protection, for the destinations that have one (docs/breaker.md). */
 static void protection_table(const struct tb_stats_row *rows, int n)
 {
-	char a[16], b[16], lim[16];
+	char a[16], b[16], lim[24];
 	bool any = false;
 
 	for (int i = 0; i < n; i++)

@@ -576,7 +576,7 @@ void tb_log_error(const char *body)
 }
 
 void tb_log_breaker(const struct tb_dest *d, const char *state, const char *reason,
-		    uint64_t failures, uint64_t calls, int64_t for_ns)
+		    const char *last, uint64_t failures, uint64_t calls, int64_t for_ns)
 {
 	struct line l;
 	char dest[TB_DEST_STRLEN];
@@ -585,6 +585,8 @@ void tb_log_breaker(const struct tb_dest *d, const char *state, const char *reas
 	kv_str(&l, "dest", tb_dest_format(d, dest, sizeof(dest)));
 	kv_str(&l, "state", state);
 	kv_str(&l, "reason", reason);
+	if (last != NULL)
+		kv_str(&l, "last", last);
 	kv_int(&l, "failures", (int64_t)failures);
 	kv_int(&l, "calls", (int64_t)calls);
 	if (for_ns >= 0)

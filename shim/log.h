@@ -106,11 +106,11 @@ void tb_log_timeout_budget(enum tb_phase phase, const struct tb_dest *d, int fd,
 			   int64_t elapsed_ns, int64_t limit_ns, int tid,
 			   const struct tb_log_timers *t, const struct tb_req_tag *tag);
 
-/* event=breaker dest=... state=open|half-open|closed reason=... failures=N calls=N
- * [for_ms=N]: one line per change of a destination's circuit breaker (protect.c). Never
+/* event=breaker dest=... state=open|half-open|closed reason=... [last=KIND] failures=N
+ * calls=N [for_ms=N]: one line per change of a destination's circuit breaker (protect.c). Never
  * rate limited: changes are rare, each one matters. */
 void tb_log_breaker(const struct tb_dest *d, const char *state, const char *reason,
-		    uint64_t failures, uint64_t calls, int64_t for_ns);
+		    const char *last, uint64_t failures, uint64_t calls, int64_t for_ns);
 
 /* event=reject phase=connect dest=... fd=... reason=breaker|retry_budget refused=N
  * [open_ms_left=N]: connects refused at once, nothing sent; `count` is how many since the

@@ -240,7 +240,7 @@ static const char *change_state(enum tb_breaker_change ch)
 
 
 static void note_change(struct entry *e, enum tb_breaker_change ch, int64_t now,
-			const char *reason, struct tb_prot_note *n)
+			const char *last, struct tb_prot_note *n)
 {
 	n->ch = ch;
 	n->entry = e;
@@ -250,16 +250,11 @@ static void note_change(struct entry *e, enum tb_breaker_change ch, int64_t now,
 	n->failures = e->br.why_failures;
 	n->calls = e->br.why_calls;
 	n->for_ns = -1;
-	n->reason = reason;
+	n->reason = ch == TB_BREAKER_HALF_OPENED ? "open_elapsed" : tb_breaker_reason_name(e->br.why);
+	n->last = ch == TB_BREAKER_HALF_OPENED ? NULL : last;
 	if (ch == TB_BREAKER_OPENED || ch == TB_BREAKER_REOPENED) {
 		atomic_fetch_add_explicit(&e->opened, 1, memory_order_relaxed);
 		n->for_ns = e->br.open_until - now;
-		if (ch == TB_BREAKER_REOPENED)
-			n->reason = "probe_failed";
-	} else if (ch == TB_BREAKER_HALF_OPENED) {
-		n->reason = "open_elapsed";
-	} else if (ch == TB_BREAKER_RECLOSED) {
-		n->reason = "probe_succeeded";
 	}
 }
 
@@ -268,7 +263,8 @@ static void say_change(const struct entry *e, const struct tb_prot_note *n)
 	const char *state = change_state((enum tb_breaker_change)n->ch);
 
 	if (state != NULL)
-		tb_log_breaker(&e->dest, state, n->reason, n->failures, n->calls, n->for_ns);
+		tb_log_breaker(&e->dest, state, n->reason, n->last, n->failures, n->calls,
+			       n->for_ns);
 }
 
 void tb_prot_say(const struct tb_prot_note *n)

@@ -66,7 +66,8 @@ void tb_prot_failed(struct tb_sock *s, enum tb_prot_fail why);
 struct tb_prot_note {
 	const void *entry;  /* NULL: nothing to say */
 	int ch;
-	const char *reason;
+	const char *reason; /* the breaker's: consecutive, rate, probe_failed, ... */
+	const char *last;   /* the failure that decided it (timeout, reset, ...), or NULL */
 	uint64_t failures, calls;
 	int64_t for_ns;
 };

@@ -510,7 +510,7 @@ int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_p
 	timed = tb_stats_take_timers(fd, &timers);
 	/* Before the cut wakes the waiter: its retry finds the breaker as this failure left
 	 * it (a storm's threads are cut together, and reconnect at once). */
-	if (TB_UNLIKELY(atomic_load_explicit(&s->set, memory_order_relaxed)->protects))
+	if (__builtin_expect(atomic_load_explicit(&s->set, memory_order_relaxed)->protects, 0))
 		tb_prot_cut(s, &prot);
 	if (connecting)
 		cut_connect(fd);
