@@ -6,14 +6,19 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "adaptive.h"
 #include "clock.h"
+#include "gate_file.h"
+#include "gate.h"
 #include "gates.h"
 #include "log.h"
 #include "retry_budget.h"
@@ -23,6 +28,11 @@
 #define TABLE_SIZE 1024  /* protected destinations per process */
 #define MARKS 64         /* threads whose last call to a destination failed, per destination */
 #define CALLS_MAX 65536  /* sockets followed (by pool index), as the statistics */
+/* How long a failed call marks its thread's next connect to the destination as a retry.
+ * Long enough for a program's own immediate and backed-off retries (100 ms .. 1.6 s), short
+ * enough that a thread whose retries were refused makes a first attempt again soon: a
+ * refused retry does not renew the mark, so no thread is locked out for a whole window. */
+#define RETRY_MARK_NS (2 * TB_NS_PER_S)
 
 /* A thread whose last call to the destination failed: its next connect there within
  * `until` is a retry (the program's own), which the retry budget bounds. */
@@ -31,9 +41,35 @@ struct mark {
 	int64_t until;
 };
 
+/* What the processes of a pre-fork server share about a destination when its gate is
+ * shared (gate_shared): one page of a file beside the gate files, under a robust,
+ * process-shared mutex, so that a process that dies holding it leaves no breaker stuck
+ * (the next locker takes it over), and a probe whose process died frees its place after
+ * probe_timeout (breaker.c). Otherwise the same struct lives in the process's entry. */
+struct prot_state {
+	atomic_uint ready;             /* shared: 0 fresh, 1 initialising, 2 ready */
+	uint32_t version;
+	pthread_mutex_t lock;
+	struct tb_breaker br;
+	struct tb_retry_budget rb;
+	struct tb_adaptive ad;
+	struct mark marks[MARKS];
+	uint32_t told_period;          /* the breaker period whose first refusal was logged */
+	uint32_t pad;
+	uint64_t refused_untold;       /* refusals since the last reject line */
+	int64_t retry_told_at;         /* the last retry_budget line */
+	uint64_t retry_untold;
+	/* read lock-free by the statistics */
+	atomic_uint state;             /* enum tb_breaker_state, published */
+	atomic_int limit;              /* the adaptive gate's size; 0: not auto */
+	atomic_ulong opened, refused, retries, retry_refused;
+	_Atomic int64_t min_rtt, rtt;
+};
+#define STATE_VERSION 1
+_Static_assert(sizeof(struct prot_state) <= TB_GATE_PAGE, "one page of a shared file");
+
 struct entry {
 	struct tb_dest dest;
-	pthread_mutex_t lock;
 	bool breaker_on, retry_on, auto_on;
 	bool log_sizes;                /* log_level = info: each new adaptive size is a line */
 	int refuse_errno;
@@ -41,21 +77,13 @@ struct entry {
 	struct tb_breaker_cfg bc;
 	struct tb_retry_cfg rc;
 	struct tb_adaptive_cfg ac;
-	/* under lock */
-	struct tb_breaker br;
-	struct tb_retry_budget rb;
-	struct tb_adaptive ad;
-	struct mark marks[MARKS];
-	uint32_t told_period;          /* the breaker period whose first refusal was logged */
-	uint64_t refused_untold;       /* refusals since the last reject line */
-	int64_t retry_told_at;         /* the last retry_budget line */
-	uint64_t retry_untold;
-	/* read lock-free by the statistics */
+	struct prot_state *st;         /* &own, or the shared page */
+	int fd;                        /* the shared file's use lock, or -1 */
+	struct stat id;                /* ... and which file it is */
+	char name[96];
+	struct entry *next_shared;
 	_Atomic(struct tb_gate *) gate;
-	atomic_uint state;             /* enum tb_breaker_state, published */
-	atomic_ulong opened, refused, retries, retry_refused;
-	atomic_int limit;              /* the adaptive gate's size; 0: not auto */
-	_Atomic int64_t min_rtt, rtt;
+	struct prot_state own;
 };
 
 /* One socket's call, by pool index: who it belongs to and how far it got. */
@@ -83,12 +111,116 @@ static unsigned hash_dest(const struct tb_dest *d)
 	return h & (TABLE_SIZE - 1);
 }
 
+static void state_init(struct prot_state *st, const struct entry *e, bool shared, int64_t now)
+{
+	pthread_mutexattr_t a;
+
+	pthread_mutexattr_init(&a);
+	if (shared) {
+		pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+		pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	}
+	pthread_mutex_init(&st->lock, &a);
+	pthread_mutexattr_destroy(&a);
+	st->version = STATE_VERSION;
+	tb_breaker_init(&st->br, &e->bc, now);
+	tb_retry_init(&st->rb, &e->rc);
+	tb_adaptive_init(&st->ad, &e->ac, now);
+	st->told_period = UINT32_MAX;
+	if (e->auto_on)
+		atomic_store(&st->limit, tb_adaptive_limit(&st->ad));
+}
+
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct entry *shared_entries; /* the entries on a shared page, for exit and fork */
+static atomic_bool said_shared;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+/* At exit, the last process using a destination's page removes its file (as the gate
+ * files: gate_file.c). Try-locks only: exit() from a handler must not deadlock. */
+static void remove_unused(void)
+{
+	if (pthread_mutex_trylock(&shared_lock) != 0)
+		return;
+	for (struct entry *e = shared_entries; e != NULL; e = e->next_shared)
+		tb_gate_file_remove_if_unused(e->fd, e->name, &e->id);
+	pthread_mutex_unlock(&shared_lock);
+}
+
+static void register_exit(void)
+{
+	atexit(remove_unused);
+}
+
+/* "protect-127.0.0.1_8080": the gate file's name for d without its size. */
+static int shared_name(const struct tb_dest *d, char *buf, size_t len)
+{
+	char g[96];
+	char *max;
+
+	if (tb_gate_file_name(d, 0, g, sizeof(g)) < 0 || strncmp(g, "gate-", 5) != 0)
+		return -1;
+	max = strstr(g, "-max0");
+	if (max != NULL)
+		*max = '\0';
+	return snprintf(buf, len, "protect-%s", g + 5) < (int)len ? 0 : -1;
+}
+
+/* The shared page of e's destination, attached and initialised (by whoever is first);
+ * NULL when it cannot be had (said once): the process then keeps its own. */
+static struct prot_state *attach_shared(struct entry *e, int64_t now)
+{
+	char why[400] = "no file name for this destination";
+	struct prot_state *st;
+	void *page;
+	unsigned zero = 0;
+
+	if (shared_name(&e->dest, e->name, sizeof(e->name)) < 0)
+		goto fail;
+	e->fd = tb_gate_file_attach(e->name, &e->id, &page, why, sizeof(why));
+	if (e->fd < 0)
+		goto fail;
+	st = page;
+	if (atomic_compare_exchange_strong(&st->ready, &zero, 1)) {
+		state_init(st, e, true, now);
+		atomic_store(&st->ready, 2);
+	} else {
+		/* Another process is initialising it: microseconds, unless it died doing so. */
+		for (int i = 0; i < 100000 && atomic_load(&st->ready) != 2; i++)
+			sched_yield();
+		if (atomic_load(&st->ready) != 2 || st->version != STATE_VERSION) {
+			snprintf(why, sizeof(why), "the file was left half-written, or by another "
+				 "version");
+			tb_gate_file_close(e->fd);
+			e->fd = -1;
+			goto fail;
+		}
+	}
+	pthread_mutex_lock(&shared_lock);
+	e->next_shared = shared_entries;
+	shared_entries = e;
+	pthread_mutex_unlock(&shared_lock);
+	pthread_once(&exit_once, register_exit);
+	return st;
+fail:
+	if (!atomic_exchange(&said_shared, true)) {
+		char body[700];
+
+		snprintf(body, sizeof(body), "event=error what=protect_shared file=\"%s/%s\" "
+			 "error=\"%s\" effect=\"this process keeps its own breaker and retry "
+			 "budget for this destination (and for any other whose file fails too)\"",
+			 tb_gate_file_dir(), e->name, why);
+		tb_log_error(body);
+	}
+	return NULL;
+}
+
 static void entry_init(struct entry *e, const struct tb_dest *d, const struct tb_settings *set,
 		       int64_t now)
 {
 	memset(e, 0, sizeof(*e));
 	e->dest = *d;
-	pthread_mutex_init(&e->lock, NULL);
+	e->fd = -1;
 	e->breaker_on = tb_settings_breaker_on(set);
 	e->retry_on = tb_settings_retry_budget_on(set);
 	e->auto_on = set->max_conns_auto;
@@ -98,12 +230,20 @@ static void entry_init(struct entry *e, const struct tb_dest *d, const struct tb
 	tb_breaker_cfg_from(&e->bc, set);
 	tb_retry_cfg_from(&e->rc, set);
 	tb_adaptive_cfg_from(&e->ac, set);
-	tb_breaker_init(&e->br, &e->bc, now);
-	tb_retry_init(&e->rb, &e->rc);
-	tb_adaptive_init(&e->ad, &e->ac, now);
-	e->told_period = UINT32_MAX;
-	if (e->auto_on)
-		atomic_init(&e->limit, tb_adaptive_limit(&e->ad));
+	e->st = set->gate_shared ? attach_shared(e, now) : NULL;
+	if (e->st == NULL) {
+		e->st = &e->own;
+		state_init(e->st, e, false, now);
+	}
+}
+
+/* The destination's lock. A process that died holding a shared one leaves it to us: its
+ * update may be half done, which the state machines survive (counts, times), and the
+ * breaker is never left stuck. */
+static void lock(struct entry *e)
+{
+	if (pthread_mutex_lock(&e->st->lock) == EOWNERDEAD)
+		pthread_mutex_consistent(&e->st->lock);
 }
 
 /* The entry of d, created with set on first use; NULL when the table is full or memory
@@ -207,13 +347,13 @@ static struct tb_breaker_ticket ticket_unpack(uint64_t v)
 static struct mark *mark_of(struct entry *e, int tid, bool claim)
 {
 	unsigned h = (unsigned)tid * 2654435761u, i = h % MARKS;
-	struct mark *oldest = &e->marks[i];
+	struct mark *oldest = &e->st->marks[i];
 
 	for (unsigned n = 0; n < 8; n++, i = (i + 1) % MARKS) {
-		if (e->marks[i].tid == tid)
-			return &e->marks[i];
-		if (e->marks[i].until < oldest->until)
-			oldest = &e->marks[i];
+		if (e->st->marks[i].tid == tid)
+			return &e->st->marks[i];
+		if (e->st->marks[i].until < oldest->until)
+			oldest = &e->st->marks[i];
 	}
 	if (!claim)
 		return NULL;
@@ -246,15 +386,15 @@ static void note_change(struct entry *e, enum tb_breaker_change ch, int64_t now,
 	n->entry = e;
 	if (ch == TB_BREAKER_SAME)
 		return;
-	atomic_store_explicit(&e->state, e->br.state, memory_order_relaxed);
-	n->failures = e->br.why_failures;
-	n->calls = e->br.why_calls;
+	atomic_store_explicit(&e->st->state, e->st->br.state, memory_order_relaxed);
+	n->failures = e->st->br.why_failures;
+	n->calls = e->st->br.why_calls;
 	n->for_ns = -1;
-	n->reason = ch == TB_BREAKER_HALF_OPENED ? "open_elapsed" : tb_breaker_reason_name(e->br.why);
+	n->reason = ch == TB_BREAKER_HALF_OPENED ? "open_elapsed" : tb_breaker_reason_name(e->st->br.why);
 	n->last = ch == TB_BREAKER_HALF_OPENED ? NULL : last;
 	if (ch == TB_BREAKER_OPENED || ch == TB_BREAKER_REOPENED) {
-		atomic_fetch_add_explicit(&e->opened, 1, memory_order_relaxed);
-		n->for_ns = e->br.open_until - now;
+		atomic_fetch_add_explicit(&e->st->opened, 1, memory_order_relaxed);
+		n->for_ns = e->st->br.open_until - now;
 	}
 }
 
@@ -290,22 +430,22 @@ int tb_prot_admit(const struct tb_settings *set, const struct tb_dest *d, int fd
 	e = entry_of(d, set, now, &t->entry);
 	if (e == NULL)
 		return 0;
-	pthread_mutex_lock(&e->lock);
+	lock(e);
 	if (e->breaker_on) {
 		enum tb_breaker_change ch = TB_BREAKER_SAME;
 
-		v = tb_breaker_allow(&e->br, &e->bc, now, &t->bt, &ch);
+		v = tb_breaker_allow(&e->st->br, &e->bc, now, &t->bt, &ch);
 		note_change(e, ch, now, NULL, &note);
 		if (v == TB_BREAKER_REFUSE) {
 			refused = "breaker";
-			atomic_fetch_add_explicit(&e->refused, 1, memory_order_relaxed);
-			e->refused_untold++;
-			if (e->told_period != e->br.period) { /* the first refusal of this period */
-				e->told_period = e->br.period;
+			atomic_fetch_add_explicit(&e->st->refused, 1, memory_order_relaxed);
+			e->st->refused_untold++;
+			if (e->st->told_period != e->st->br.period) { /* the first refusal of this period */
+				e->st->told_period = e->st->br.period;
 				tell = true;
-				count = e->refused_untold;
-				e->refused_untold = 0;
-				left = e->br.state == TB_BREAKER_OPEN ? e->br.open_until - now : -1;
+				count = e->st->refused_untold;
+				e->st->refused_untold = 0;
+				left = e->st->br.state == TB_BREAKER_OPEN ? e->st->br.open_until - now : -1;
 			}
 		}
 	}
@@ -313,28 +453,28 @@ int tb_prot_admit(const struct tb_settings *set, const struct tb_dest *d, int fd
 		struct mark *m = tb_thread_multiplexed ? NULL : mark_of(e, tb_tid(), false);
 
 		if (m != NULL && m->until > now) {
-			if (tb_retry_allow(&e->rb, &e->rc, now)) {
-				atomic_fetch_add_explicit(&e->retries, 1, memory_order_relaxed);
+			if (tb_retry_allow(&e->st->rb, &e->rc, now)) {
+				atomic_fetch_add_explicit(&e->st->retries, 1, memory_order_relaxed);
 			} else {
 				refused = "retry_budget";
-				atomic_fetch_add_explicit(&e->retry_refused, 1, memory_order_relaxed);
-				e->retry_untold++;
-				if (now - e->retry_told_at >= TB_NS_PER_S || e->retry_told_at == 0) {
-					e->retry_told_at = now;
+				atomic_fetch_add_explicit(&e->st->retry_refused, 1, memory_order_relaxed);
+				e->st->retry_untold++;
+				if (now - e->st->retry_told_at >= TB_NS_PER_S || e->st->retry_told_at == 0) {
+					e->st->retry_told_at = now;
 					tell = true;
-					count = e->retry_untold;
-					e->retry_untold = 0;
+					count = e->st->retry_untold;
+					e->st->retry_untold = 0;
 				}
 				if (v == TB_BREAKER_PROBE)
-					tb_breaker_forget(&e->br, &t->bt);
+					tb_breaker_forget(&e->st->br, &t->bt);
 			}
 		} else {
-			tb_retry_first(&e->rb, &e->rc, now);
+			tb_retry_first(&e->st->rb, &e->rc, now);
 		}
 	}
-	if (e->auto_on && tb_adaptive_tick(&e->ad, &e->ac, now))
-		atomic_store_explicit(&e->limit, tb_adaptive_limit(&e->ad), memory_order_relaxed);
-	pthread_mutex_unlock(&e->lock);
+	if (e->auto_on && tb_adaptive_tick(&e->st->ad, &e->ac, now))
+		atomic_store_explicit(&e->st->limit, tb_adaptive_limit(&e->st->ad), memory_order_relaxed);
+	pthread_mutex_unlock(&e->st->lock);
 	say_change(e, &note);
 	if (refused == NULL)
 		return 0;
@@ -354,7 +494,7 @@ void tb_prot_gate(const struct tb_prot_ticket *t, struct tb_gate *g)
 		return;
 	if (atomic_load_explicit(&e->gate, memory_order_relaxed) != g)
 		atomic_store_explicit(&e->gate, g, memory_order_relaxed);
-	limit = atomic_load_explicit(&e->limit, memory_order_relaxed);
+	limit = atomic_load_explicit(&e->st->limit, memory_order_relaxed);
 	if (limit > 0 && limit != atomic_load_explicit(&g->max, memory_order_relaxed))
 		tb_gates_resize(g, limit);
 }
@@ -390,9 +530,9 @@ void tb_prot_drop(const struct tb_prot_ticket *t)
 
 	if (e == NULL || t->bt.probe < 0)
 		return;
-	pthread_mutex_lock(&e->lock);
-	tb_breaker_forget(&e->br, &t->bt);
-	pthread_mutex_unlock(&e->lock);
+	lock(e);
+	tb_breaker_forget(&e->st->br, &t->bt);
+	pthread_mutex_unlock(&e->st->lock);
 }
 
 /* The call's one outcome: failed, or answered with latency rtt (-1: unknown). */
@@ -407,25 +547,28 @@ static void record(struct entry *e, struct call *c, bool failed, const char *rea
 	struct tb_gate *g = NULL;
 	int limit = 0;
 
-	pthread_mutex_lock(&e->lock);
+	lock(e);
 	if (e->breaker_on)
-		note_change(e, tb_breaker_record(&e->br, &e->bc, now, &t, failed), now, reason,
+		note_change(e, tb_breaker_record(&e->st->br, &e->bc, now, &t, failed), now, reason,
 			    &note);
 	if (e->retry_on && tid > 0) {
 		struct mark *m = mark_of(e, tid, failed);
 
 		if (m != NULL)
-			m->until = failed ? tb_at_after(now, e->rc.window_ns) : 0;
+			m->until = failed ? tb_at_after(now, e->rc.window_ns < RETRY_MARK_NS ?
+								   e->rc.window_ns :
+								   RETRY_MARK_NS)
+					  : 0;
 	}
 	if (e->auto_on && rtt >= 0) {
 		g = atomic_load_explicit(&e->gate, memory_order_relaxed);
-		if (tb_adaptive_sample(&e->ad, &e->ac, now, rtt,
+		if (tb_adaptive_sample(&e->st->ad, &e->ac, now, rtt,
 				       g != NULL ? atomic_load(&g->leased) : 0))
-			limit = tb_adaptive_limit(&e->ad);
-		atomic_store_explicit(&e->rtt, rtt, memory_order_relaxed);
-		atomic_store_explicit(&e->min_rtt, e->ad.min_rtt, memory_order_relaxed);
+			limit = tb_adaptive_limit(&e->st->ad);
+		atomic_store_explicit(&e->st->rtt, rtt, memory_order_relaxed);
+		atomic_store_explicit(&e->st->min_rtt, e->st->ad.min_rtt, memory_order_relaxed);
 	}
-	pthread_mutex_unlock(&e->lock);
+	pthread_mutex_unlock(&e->st->lock);
 	/* The probe's place is the ticket's no more, whatever the breaker made of it. */
 	atomic_store_explicit(&c->ticket, ticket_pack(&(struct tb_breaker_ticket){
 						  .period = t.period, .probe = -1 }),
@@ -435,11 +578,11 @@ static void record(struct entry *e, struct call *c, bool failed, const char *rea
 	else
 		say_change(e, &note);
 	if (limit > 0) {
-		atomic_store_explicit(&e->limit, limit, memory_order_relaxed);
+		atomic_store_explicit(&e->st->limit, limit, memory_order_relaxed);
 		if (g != NULL)
 			tb_gates_resize(g, limit);
 		if (e->log_sizes)
-			tb_log_adaptive(&e->dest, limit, e->ad.min_rtt, rtt);
+			tb_log_adaptive(&e->dest, limit, e->st->ad.min_rtt, rtt);
 	}
 }
 
@@ -550,9 +693,9 @@ void tb_prot_closed(struct tb_sock *s)
 	t = ticket_unpack(atomic_load_explicit(&c->ticket, memory_order_relaxed));
 	atomic_store_explicit(&c->entry, 0, memory_order_relaxed);
 	if (t.probe >= 0 && atomic_load_explicit(&c->outcome, memory_order_relaxed) == 0) {
-		pthread_mutex_lock(&e->lock);
-		tb_breaker_forget(&e->br, &t);
-		pthread_mutex_unlock(&e->lock);
+		lock(e);
+		tb_breaker_forget(&e->st->br, &t);
+		pthread_mutex_unlock(&e->st->lock);
 	}
 }
 
@@ -565,14 +708,14 @@ void tb_prot_each(void (*fn)(void *ctx, const struct tb_dest *d,
 
 		if (e == NULL)
 			continue;
-		c.breaker_state = atomic_load_explicit(&e->state, memory_order_relaxed);
-		c.breaker_opened = atomic_load_explicit(&e->opened, memory_order_relaxed);
-		c.breaker_refused = atomic_load_explicit(&e->refused, memory_order_relaxed);
-		c.retries = atomic_load_explicit(&e->retries, memory_order_relaxed);
-		c.retry_refused = atomic_load_explicit(&e->retry_refused, memory_order_relaxed);
-		c.auto_limit = atomic_load_explicit(&e->limit, memory_order_relaxed);
-		c.min_rtt_ns = atomic_load_explicit(&e->min_rtt, memory_order_relaxed);
-		c.rtt_ns = atomic_load_explicit(&e->rtt, memory_order_relaxed);
+		c.breaker_state = atomic_load_explicit(&e->st->state, memory_order_relaxed);
+		c.breaker_opened = atomic_load_explicit(&e->st->opened, memory_order_relaxed);
+		c.breaker_refused = atomic_load_explicit(&e->st->refused, memory_order_relaxed);
+		c.retries = atomic_load_explicit(&e->st->retries, memory_order_relaxed);
+		c.retry_refused = atomic_load_explicit(&e->st->retry_refused, memory_order_relaxed);
+		c.auto_limit = atomic_load_explicit(&e->st->limit, memory_order_relaxed);
+		c.min_rtt_ns = atomic_load_explicit(&e->st->min_rtt, memory_order_relaxed);
+		c.rtt_ns = atomic_load_explicit(&e->st->rtt, memory_order_relaxed);
 		fn(ctx, &e->dest, &c);
 	}
 }
@@ -580,10 +723,22 @@ void tb_prot_each(void (*fn)(void *ctx, const struct tb_dest *d,
 void tb_prot_fork_child(void)
 {
 	pthread_mutex_init(&insert_lock, NULL);
+	pthread_mutex_init(&shared_lock, NULL);
 	for (unsigned i = 0; i < TABLE_SIZE; i++) {
 		struct entry *e = atomic_load(&table[i]);
 
-		if (e != NULL)
-			pthread_mutex_init(&e->lock, NULL);
+		if (e != NULL && e->st == &e->own)
+			pthread_mutex_init(&e->own.lock, NULL);
+	}
+	/* A shared page stays shared (its mutex is robust, and the parent's threads that may
+	 * hold it are not gone). The child takes a use lock of its own, so that neither's exit
+	 * removes a file the other still uses. */
+	for (struct entry *e = shared_entries; e != NULL; e = e->next_shared) {
+		int fd = tb_gate_file_reopen(e->fd);
+
+		if (fd >= 0) {
+			tb_gate_file_close(e->fd);
+			e->fd = fd;
+		}
 	}
 }
