@@ -269,7 +269,9 @@ test: deps-test
 demo: deps-check all $(E2E_BINS)
 	@TB_BUILD=$(BUILD) python3 tests/demo/demo.py
 
-bench: all $(BENCH_BINS)
+# The storm and adaptive-gate workloads run the end-to-end tests' server and caller.
+BENCH_E2E := $(BUILD)/tests/e2e/stormserver $(BUILD)/tests/e2e/clients/stormcli
+bench: all $(BENCH_BINS) $(BENCH_E2E)
 	@tests/deps.sh bench
 	@TB_BUILD=$(BUILD) python3 tests/bench/run.py $(if $(QUICK),--quick) $(BENCH_ARGS)
 

@@ -4,7 +4,8 @@ natively and through a HAProxy sidecar with the same limits (python3 stdlib only
 
 usage: run.py [--quick] [--out DIR] [--only NAME[,NAME...]]
 
-Workloads (NAME): exchange, syscalls, fastpath, precision, scale, gate, epoll, framing.
+Workloads (NAME): exchange, syscalls, fastpath, precision, scale, gate, epoll, framing,
+storm, adaptive.
 Every comparison
 is measured in one run, its variants interleaved (A B C, C B A, ...); a cell is the median
 of the repetitions with their min-max. Targets are printed PASS or MISS and never change
@@ -34,10 +35,11 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 
 import lib  # noqa: E402  (build paths and the preload environment)
+import storm  # noqa: E402  (the downstream-protection workloads, shared with test_protect.py)
 
 BENCH = os.path.join(lib.BUILD, "tests", "bench")
 WORKLOADS = ["exchange", "syscalls", "fastpath", "precision", "scale", "gate", "epoll",
-             "framing"]
+             "framing", "storm", "adaptive"]
 
 # Every phase and the deadline armed, long enough never to fire during a run: the cost of
 # being governed, not of timing out. HAProxy gets the same numbers.
@@ -807,6 +809,116 @@ def bench_framing(rep, cfg):
     rep.section("Framing cost per governed exchange", text)
 
 
+def unknown_settings(run):
+    """'' or the settings this build of timebox refused (event=config_error), for a target's
+    detail: a column that needs issue 19's runtime measured nothing of it without them."""
+    return "; ".join("%s: %s" % (r.get("name"), r.get("error")) for r in run.config_errors)
+
+
+def bench_storm(rep, cfg):
+    """Workload 9: the seed's storm: a downstream that stalls 3 s from t=1 s (a GC pause),
+    50 threads calling it in a loop with a 250 ms read timeout; no timebox (the program's
+    own SO_RCVTIMEO) vs timebox's read timeout vs the read timeout and the breaker."""
+    cols = [(name, storm.storm_column(env, opts, secs=cfg["storm_secs"]))
+            for name, env, opts in storm.STORM_COLUMNS]
+    res = {}
+    rows = []
+    for name, c in cols:
+        run = c["run"]
+        res[name] = {k: c[k] for k in ("handshakes", "after_first", "time_wait",
+                                       "recovered_ms", "openings")}
+        res[name]["refused"] = run.total.get("refused", 0)
+        res[name]["ok"] = run.total.get("ok", 0)
+        rows.append([name, c["handshakes"], c["after_first"], c["time_wait"],
+                     c["recovered_ms"], c["openings"], int(res[name]["refused"])])
+    rep.results["storm"] = res
+    text = table(["variant", "handshakes during the stall", "of which after the first "
+                  "timeouts", "caller TIME_WAIT at the stall's end", "recovery after the "
+                  "stall (ms)", "breaker openings", "connects refused"], rows)
+    secs = max(len(c["run"].timeline) for _, c in cols)
+    text += "\n\nCalls per second (ok / failed / refused at once):\n\n" + table(
+        ["second"] + [n for n, _ in cols],
+        [[i] + ["%d / %d / %d" % c["run"].timeline[i][1:] if i < len(c["run"].timeline)
+                else "-" for _, c in cols] for i in range(secs)])
+    text += "\n\n%d threads for %d s, each calling (connect, request, answer, close) with " \
+            "%d ms between calls and retrying a failed call after %d ms; the downstream " \
+            "answers at once except from t=%d s to t=%d s, when every request waits %d s. " \
+            "Breaker: %s. One run of each variant." % (
+                storm.THREADS, cfg["storm_secs"], storm.THINK_MS, storm.RETRY_PAUSE_MS,
+                storm.STALL_FROM_MS // 1000, storm.STALL_TO_MS // 1000, storm.STALL_MS // 1000,
+                ", ".join("%s=%s" % kv for kv in storm.BREAKER.items()))
+    brk = dict(cols)["timeouts + breaker"]
+    missing = unknown_settings(brk["run"])
+    if missing:
+        text += " **This build refused the breaker's settings (%s): its column ran with " \
+                "timeouts only.**" % missing
+    rep.section("The storm: a downstream's GC pause", text)
+    allowed = storm.BREAKER["TIMEBOX_BREAKER_FAILURES"] + \
+        storm.BREAKER["TIMEBOX_BREAKER_PROBES"] * brk["openings"]
+    rep.target("storm: with the breaker, the stall's handshakes after the first timeouts "
+               "<= threshold + probes per opening",
+               not missing and brk["openings"] > 0 and brk["after_first"] <= allowed,
+               "not in this build: " + missing if missing else
+               "%d handshakes, %d allowed (%d openings)" % (brk["after_first"], allowed,
+                                                             brk["openings"]))
+    rep.target("storm: with the breaker, calls succeed within breaker_open + 1 s of the "
+               "stall's end", not missing and 0 <= brk["recovered_ms"] <= 2000,
+               "not in this build: " + missing if missing else
+               "%d ms" % brk["recovered_ms"])
+
+
+def bench_adaptive(rep, cfg):
+    """Workload 10: the gate that sizes itself: 50 closed-loop callers against a downstream
+    that serves 8 at a time and queues the rest, no gate vs max_conns 100 vs auto; then a
+    healthy downstream (20 ms, any number at once), no gate vs auto."""
+    secs, warm = cfg["adaptive"]
+    queue = ["--workers", storm.ADAPTIVE_WORKERS, "--service-ms", storm.ADAPTIVE_SERVICE_MS]
+    res = {"queue": {}, "healthy": {}}
+    rows = []
+    runs = {}
+    for kind, server, cols in (("queue", queue, storm.ADAPTIVE_COLUMNS),
+                               ("healthy", ["--delay-ms", 20], storm.ADAPTIVE_COLUMNS[::2])):
+        for name, env in cols:
+            c = storm.closed_loop(server, env, secs=secs, warmup_ms=warm)
+            runs[(kind, name)] = c
+            f = c["inflight"]
+            res[kind][name] = {k: c[k] for k in ("rps", "p50_ms", "p99_ms", "xp50_ms",
+                                                 "xp99_ms", "failed")}
+            res[kind][name]["inflight_p50"] = f.get("p50", -1)
+            rows.append(["8 at a time, 10 ms" if kind == "queue" else "healthy, 20 ms", name,
+                         fmt(c["rps"]), fmt(c["p50_ms"]), fmt(c["p99_ms"]), fmt(c["xp50_ms"]),
+                         fmt(c["xp99_ms"]), "%d / %d / %d" % (f.get("p10", -1), f.get("p50", -1),
+                                                              f.get("p90", -1)), c["failed"]])
+    rep.results["adaptive"] = res
+    text = table(["downstream", "gate", "calls/s", "p50 ms", "p99 ms", "exchange p50 ms",
+                  "exchange p99 ms", "in flight at the server p10 / p50 / p90", "failed"], rows)
+    text += "\n\n%d closed-loop threads for %d s (figures after the first %.1f s): connect, " \
+            "request, answer, close, at once again. The call's time includes the wait at the " \
+            "gate; the exchange's runs from the request sent to the first answer byte (what " \
+            "the downstream makes the caller wait, and what the controller measures)." % (
+                storm.ADAPTIVE_THREADS, secs, warm / 1000.0)
+    auto = runs[("queue", "max_conns auto")]
+    missing = unknown_settings(auto["run"])
+    if missing:
+        text += " **This build refused max_conns = auto (%s): its rows ran with no gate.**" \
+                % missing
+    rep.section("The gate that sizes itself", text)
+    f = auto["inflight"]
+    rep.target("adaptive: in flight settles near %d (p50 within 5..16)" % storm.ADAPTIVE_WORKERS,
+               not missing and 5 <= f.get("p50", -1) <= 16,
+               "not in this build: " + missing if missing else "p50 %d" % f.get("p50", -1))
+    others = min(runs[("queue", "no gate")]["xp99_ms"], runs[("queue", "max_conns 100")]["xp99_ms"])
+    rep.target("adaptive: exchange p99 below no gate's and max_conns 100's",
+               not missing and 0 < auto["xp99_ms"] < others,
+               "not in this build: " + missing if missing else
+               "%.1f ms vs %.1f ms" % (auto["xp99_ms"], others))
+    free, hauto = runs[("healthy", "no gate")], runs[("healthy", "max_conns auto")]
+    rep.target("adaptive: a healthy downstream keeps >= 90% of its throughput",
+               not missing and hauto["rps"] >= 0.9 * free["rps"],
+               "not in this build: " + missing if missing else
+               "%.0f vs %.0f calls/s" % (hauto["rps"], free["rps"]))
+
+
 # ---------------------------------------------------------------------------------------
 # Output
 
@@ -956,14 +1068,14 @@ def config(quick):
                 "precision_threads": [10, 100, 1000], "scale_sockets": [1, 100, 1000],
                 "scale_threads": [100], "scale_n": 2000, "gate": (64, 10),
                 "epoll": (64, 200), "epoll_sys_n": (50, 250), "frame_n": (200, 1200),
-                "epoll_cg_n": (20, 70)}
+                "epoll_cg_n": (20, 70), "storm_secs": 6, "adaptive": (2, 1000)}
     return {"reps": 5, "reps_exchange": 7, "reps_precision": 5,
             "exchange": [(1, 20000), (32, 2500)],
             "sys_n": (10000, 60000), "cg_n": (50000, 1050000), "dd_count": 2097152,
             "precision_threads": [10, 100, 1000], "scale_sockets": [1, 100, 1000, 10000],
             "scale_threads": [1000], "scale_n": 20000, "gate": (64, 300),
             "epoll": (64, 2000), "epoll_sys_n": (200, 1200), "frame_n": (1000, 11000),
-            "epoll_cg_n": (50, 350)}
+            "epoll_cg_n": (50, 350), "storm_secs": 8, "adaptive": (6, 2000)}
 
 
 def main():
