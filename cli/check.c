@@ -188,6 +188,12 @@ static void check_usage(FILE *out)
 		"                            with scope = request)\n"
 		"  propagate-outside-request a scope = call rule that propagates a deadline longer\n"
 		"                            than the request's (or none) under scope = request\n"
+		"  breaker-open-max-below-open  breaker_open_max shorter than breaker_open\n"
+		"  breaker-probes-clamped    breaker_probes above the 16 a half-open breaker lets through\n"
+		"  protection-blind-to-stalls  a breaker or a retry budget with no phase limit,\n"
+		"                            no deadline and no breaker_slow: a stall fails nothing\n"
+		"  max-conns-auto-shared     max_conns = auto with gate_shared (a fixed shared size)\n"
+		"  max-conns-floor-above-ceiling  max_conns = auto with floor > ceiling\n"
 		"--explain DEST prints the effective settings for DEST (host:port, ip:port,\n"
 		"[ipv6]:port or unix:/path) and where each one comes from.\n"
 		"\n"
@@ -328,6 +334,10 @@ static void origin_text(const struct tb_resolved *r, int f, const char *file, ch
 		snprintf(buf, len, "built-in: follows connect_timeout");
 	else if (strcmp(k, "retry_window") == 0 && r->set.deadline_ns > 0)
 		snprintf(buf, len, "built-in: follows the deadline");
+	else if (strcmp(k, "breaker_failures") == 0 && r->set.breaker_failures > 0)
+		snprintf(buf, len, "built-in: breaker = true (Envoy's consecutive failures)");
+	else if (strcmp(k, "breaker_rate") == 0 && r->set.breaker_rate > 0)
+		snprintf(buf, len, "built-in: breaker = true (Hystrix's error percentage)");
 	else
 		snprintf(buf, len, "built-in");
 }

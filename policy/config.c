@@ -178,10 +178,10 @@ static const char *type_error(enum tb_env_kind kind, int t)
 		return "wrong type: a percentage is a whole number, e.g. 50 or \"50%\", or \"off\"";
 	case TB_ENV_BREAKER:
 		return t == CONFIG_TYPE_BOOL ? NULL : "wrong type: breaker is true or false";
-	case TB_ENV_ERRNO:
-	case TB_ENV_BREAKER_HTTP:
 	case TB_ENV_BOOL:
 		return t == CONFIG_TYPE_BOOL ? NULL : "wrong type: a switch is true or false";
+	case TB_ENV_ERRNO:
+	case TB_ENV_BREAKER_HTTP:
 	case TB_ENV_SCOPE:
 	case TB_ENV_ON_TIMEOUT:
 	case TB_ENV_LOG:

@@ -280,19 +280,6 @@ static int parse_errno(const char *text, int *out)
 	return -1;
 }
 
-/* `breaker = on|off`, written into its two modes as settings.h's markers. */
-static void apply_breaker(struct tb_settings *s, bool on)
-{
-	if (!on) {
-		s->breaker_failures = s->breaker_rate = TB_BREAKER_REFUSED;
-		return;
-	}
-	if (s->breaker_failures <= 0)
-		s->breaker_failures = TB_BREAKER_ASKED;
-	if (s->breaker_rate <= 0)
-		s->breaker_rate = TB_BREAKER_ASKED;
-}
-
 /* The kinds of whole numbers: a count (0/off none), 1.., 0.., a percentage, a share. */
 static const char *apply_whole(int *field, enum tb_env_kind kind, const char *value)
 {
@@ -465,7 +452,7 @@ int tb_env_apply(struct tb_settings *s, const struct tb_env_var *var, const char
 		break;
 	case TB_ENV_BREAKER:
 		if (parse_bool(value, &flag) == 0)
-			apply_breaker(s, flag);
+			s->breaker = flag ? 1 : -1;
 		else
 			why = E_BOOL;
 		break;

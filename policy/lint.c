@@ -1,6 +1,7 @@
 /* lint.c - the budget lint: each rule is a pitfall from the seed (a drip outliving a read
  * timeout, retries that cannot fit, an unbounded gate, a cap far from Little's law, a deadline
- * that does not shrink down the chain, retries beyond a request's budget). Pure code: no I/O. */
+ * that does not shrink down the chain, retries beyond a request's budget, a breaker that
+ * cannot see a stall). Pure code: no I/O. */
 #include "lint.h"
 
 #include <stdarg.h>
@@ -38,6 +39,9 @@ static void add(struct sink *s, const char *rule, const char *fix, const char *f
 }
 
 #define D(ns, b) tb_duration_format((ns), (b), sizeof(b))
+
+/* policy/breaker.h's TB_BREAKER_PROBES_MAX: a half-open breaker lets no more through. */
+#define TB_LINT_PROBES_MAX 16
 
 /* The limit a stalled downstream costs each attempt: first_byte (which follows read). */
 static const char *first_byte_name(const struct tb_resolved *r, int fb_field)
@@ -174,14 +178,24 @@ static void lint_gate(struct sink *s, const struct tb_resolved *r)
 	if (c->max_conns <= 0)
 		return;
 	/* Pitfall 3: HttpClient's 3-minute connectionRequestTimeout, or worse, none. */
-	if (c->acquire_ns == 0 && c->deadline_ns == 0)
+	if (c->acquire_ns == 0 && c->deadline_ns == 0) {
+		char size[48];
+
+		if (c->max_conns_auto)
+			snprintf(size, sizeof(size), "auto (%d to %d)", c->max_conns_floor,
+				 c->max_conns_ceiling);
+		else
+			snprintf(size, sizeof(size), "%d", c->max_conns);
 		add(s, TB_LINT_GATE_WAIT,
 		    "set acquire_timeout (e.g. \"50ms\"), or a deadline, which also bounds the "
 		    "wait",
-		    "max_conns is %d but neither acquire_timeout nor a deadline bounds the wait "
+		    "max_conns is %s but neither acquire_timeout nor a deadline bounds the wait "
 		    "for a slot: when the downstream slows, callers queue at the gate without "
 		    "limit",
-		    c->max_conns);
+		    size);
+	}
+	if (c->max_conns_auto)
+		return; /* Little's law is what the adaptive gate measures for itself */
 
 	/* Pitfall 2 / seed question 6: in flight = rate x time in system (Little's law). */
 	if (r->hints.expected_rps > 0 && r->hints.expected_p99_ns > 0) {
@@ -304,6 +318,66 @@ static void lint_chain(struct sink *s, const struct tb_resolved *r, const struct
 		    D(c->deadline_ns, x), D(req, y));
 }
 
+/*
+ * The downstream's protection (docs/breaker.md). A breaker or a retry budget learns of a
+ * failure from timebox: a refusal, a reset, a cut. With no phase limit and no deadline, a
+ * stalled downstream (the seed's storm) fails nothing here: the program's own timeout closes
+ * a socket that had no outcome, which counts as nothing, so the breaker never opens on a
+ * stall and the retries after it are first attempts.
+ */
+static void lint_protection(struct sink *s, const struct tb_resolved *r)
+{
+	const struct tb_settings *c = &r->set;
+	bool breaker = tb_settings_breaker_on(c), budget = tb_settings_retry_budget_on(c);
+	char a[TB_DURATION_TEXT_MAX], b[TB_DURATION_TEXT_MAX], fix[240];
+
+	if (breaker && c->breaker_open_max_ns < c->breaker_open_ns) {
+		snprintf(fix, sizeof(fix),
+			 "raise breaker_open_max to at least breaker_open (Envoy: 10 x, e.g. "
+			 "\"%s\"), or lower breaker_open",
+			 D(c->breaker_open_ns * 10, a));
+		add(s, TB_LINT_OPEN_MAX, fix,
+		    "breaker_open_max %s is shorter than breaker_open %s: every opening lasts "
+		    "%s, and a downstream that stays down is probed as often as one that "
+		    "stuttered once",
+		    D(c->breaker_open_max_ns, a), D(c->breaker_open_ns, b),
+		    D(c->breaker_open_max_ns, a));
+	}
+	if (breaker && c->breaker_probes > TB_LINT_PROBES_MAX)
+		add(s, TB_LINT_PROBES, "set breaker_probes to 16 or less (1 to 5 is usual)",
+		    "breaker_probes %d is more than the %d connects a half-open breaker lets "
+		    "through: it lets %d",
+		    c->breaker_probes, TB_LINT_PROBES_MAX, TB_LINT_PROBES_MAX);
+	if ((breaker || budget) && c->connect_ns == 0 && c->first_byte_ns == 0 && c->read_ns == 0 &&
+	    c->deadline_ns == 0 && c->breaker_slow_ns == 0)
+		add(s, TB_LINT_BLIND,
+		    "set a deadline or a read_timeout (a cut is a failure), or breaker_slow",
+		    "%s but no phase limit and no deadline: a downstream that stalls fails "
+		    "nothing here (the program's own timeout only closes the socket), so %s",
+		    breaker && budget ? "a breaker and a retry budget are on"
+		    : breaker	      ? "the breaker is on"
+				      : "a retry budget is on",
+		    breaker ? "the breaker opens on refusals and resets only"
+			    : "the retries after a stall are counted as first attempts");
+	if (!c->max_conns_auto)
+		return;
+	if (c->gate_shared)
+		add(s, TB_LINT_AUTO_SHARED,
+		    "drop gate_shared so that each process sizes its own gate, or give max_conns a "
+		    "number",
+		    "max_conns = auto with gate_shared: the shared gate keeps a fixed size, the "
+		    "ceiling %d, and never follows the latency",
+		    c->max_conns_ceiling);
+	if (c->max_conns_floor > c->max_conns_ceiling) {
+		snprintf(fix, sizeof(fix), "lower max_conns_floor to %d or less, or raise "
+					   "max_conns_ceiling", c->max_conns_ceiling);
+		add(s, TB_LINT_AUTO_BOUNDS, fix,
+		    "max_conns_floor %d is above max_conns_ceiling %d: there is no size between "
+		    "them for the gate to choose",
+		    c->max_conns_floor, c->max_conns_ceiling);
+	}
+}
+
 /* One scope's findings, the defaults dflt giving the chain's context. */
 static size_t lint_one(const struct tb_resolved *r, const struct tb_resolved *dflt,
 		       const char *scope, int line, int64_t inbound_ns, struct tb_finding *out,
@@ -317,6 +391,7 @@ static size_t lint_one(const struct tb_resolved *r, const struct tb_resolved *df
 	lint_gate(&s, r);
 	lint_protocol(&s, r);
 	lint_chain(&s, r, dflt, inbound_ns);
+	lint_protection(&s, r);
 	return s.n;
 }
 

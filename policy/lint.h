@@ -19,6 +19,11 @@
 #define TB_LINT_SESSION "session-has-no-deadline"
 #define TB_LINT_REQUEST_RETRIES "retries-exceed-request-budget"
 #define TB_LINT_PROPAGATE_CALL "propagate-outside-request"
+#define TB_LINT_OPEN_MAX "breaker-open-max-below-open"
+#define TB_LINT_PROBES "breaker-probes-clamped"
+#define TB_LINT_BLIND "protection-blind-to-stalls"
+#define TB_LINT_AUTO_SHARED "max-conns-auto-shared"
+#define TB_LINT_AUTO_BOUNDS "max-conns-floor-above-ceiling"
 
 struct tb_finding {
 	const char *rule;          /* one of TB_LINT_* */

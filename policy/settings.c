@@ -17,6 +17,7 @@ void tb_settings_init(struct tb_settings *s)
 	s->log_rate = TB_LOG_RATE_DEFAULT;
 	s->stats_interval_ns = TB_STATS_INTERVAL_DEFAULT;
 	memcpy(s->deadline_header, TB_PROP_HEADER_DEFAULT, sizeof(TB_PROP_HEADER_DEFAULT));
+	s->breaker_failures = s->breaker_rate = -1;
 	s->breaker_min_calls = TB_BREAKER_MIN_CALLS_DEFAULT;
 	s->breaker_window_ns = TB_BREAKER_WINDOW_DEFAULT;
 	s->breaker_open_ns = TB_BREAKER_OPEN_DEFAULT;
@@ -49,29 +50,25 @@ bool tb_settings_header_ok(const char *name)
 }
 
 /*
- * The breaker's switch, kept in its two modes' members until now (TB_BREAKER_ASKED,
- * TB_BREAKER_REFUSED): off wins over any mode's value, whatever layer set it; on fills in a
- * default only when no mode has a value of its own.
+ * The breaker's switch over its two modes: off wins over any mode's value, whatever layer
+ * set it; on gives a mode left unset its anchor's value unless the other mode has one (a
+ * mode given alone is what was asked for; one turned off stays off). Leaves the switch at 0, so that finishing again changes nothing.
  */
 static void finish_breaker(struct tb_settings *s)
 {
-	bool asked = s->breaker_failures == TB_BREAKER_ASKED || s->breaker_rate == TB_BREAKER_ASKED;
-	bool set = s->breaker_failures > 0 || s->breaker_rate > 0;
-
-	if (s->breaker_failures == TB_BREAKER_REFUSED || s->breaker_rate == TB_BREAKER_REFUSED) {
+	if (s->breaker < 0) {
 		s->breaker_failures = s->breaker_rate = 0;
-		return;
-	}
-	if (asked && !set) {
-		if (s->breaker_failures == TB_BREAKER_ASKED)
+	} else if (s->breaker > 0 && s->breaker_failures <= 0 && s->breaker_rate <= 0) {
+		if (s->breaker_failures < 0)
 			s->breaker_failures = TB_BREAKER_FAILURES_DEFAULT;
-		if (s->breaker_rate == TB_BREAKER_ASKED)
+		if (s->breaker_rate < 0)
 			s->breaker_rate = TB_BREAKER_RATE_DEFAULT;
 	}
 	if (s->breaker_failures < 0)
 		s->breaker_failures = 0;
 	if (s->breaker_rate < 0)
 		s->breaker_rate = 0;
+	s->breaker = 0;
 }
 
 /*

@@ -54,13 +54,6 @@ enum tb_breaker_http { TB_BREAKER_HTTP_GATEWAY, TB_BREAKER_HTTP_5XX, TB_BREAKER_
 /* The adaptive gate's first limit, clamped to [floor, ceiling] (docs/breaker.md). */
 #define TB_MAX_CONNS_AUTO_START 20
 
-/*
- * `breaker = on|off` has no member of its own: until tb_settings_finish it is written into
- * breaker_failures and breaker_rate as these markers. ASKED: on, this mode's default unless
- * the mode is set; REFUSED: off, whatever else says.
- */
-#define TB_BREAKER_ASKED (-1)
-#define TB_BREAKER_REFUSED (-2)
 
 #define TB_LOG_PATH_MAX 256
 /* The propagated deadline's header name: a token of 1..63 characters, and its NUL. */
@@ -112,6 +105,11 @@ struct tb_settings {
 	 * request head carries, and write the remaining one into outbound HTTP/1.x requests. */
 	bool propagate;
 	char deadline_header[TB_PROP_HEADER_MAX]; /* default TB_PROP_HEADER_DEFAULT */
+	/* `breaker = on|off` until tb_settings_finish (1 on, -1 off, 0 not said), which turns
+	 * it into the two modes below and resets it to 0; breaker_failures and breaker_rate
+	 * are -1 ("not set") until then, so that `on` can tell a mode left unset from one
+	 * turned off. */
+	int8_t breaker;
 	/* The downstream's protection (docs/breaker.md). */
 	int breaker_failures;
 	int breaker_rate;
@@ -139,9 +137,10 @@ struct tb_settings {
  * turned on (TB_BREAKER_*_DEFAULT above). */
 void tb_settings_init(struct tb_settings *s);
 
-/* Resolves the "not set" markers (first_byte falls back to read, dns to connect) and the
- * breaker's switch: `breaker = off` turns both of its modes off, `on` gives a mode that is
- * not set its default (5 consecutive, 50 %) unless the other mode is set. With
+/* Resolves the "not set" markers (first_byte falls back to read, dns to connect, an unset
+ * breaker mode is off) and the breaker's switch: `breaker = off` turns both of its modes
+ * off, `on` gives a mode left unset its anchor's value (5 consecutive, 50 %) unless the
+ * other mode has a value. With
  * max_conns_auto, max_conns becomes the ceiling (every "gate present" test stays
  * max_conns > 0). Call after parsing; calling it again changes nothing. With `observe` it
  * also clears every limit, the gate's bounds, the breaker, the retry budget, the adaptive

@@ -45,6 +45,25 @@ static void check_resolved(const struct tb_resolved *r, const char *what)
 	FUZZ_CHECK(s->max_conns >= 0 && s->max_conns <= TB_MAX_CONNS_LIMIT && s->max_pending >= 0 &&
 			   s->max_pending <= TB_MAX_CONNS_LIMIT,
 		   "%s: a count out of range", what);
+	FUZZ_CHECK(s->breaker == 0 && s->breaker_failures >= 0 &&
+			   s->breaker_failures <= TB_MAX_CONNS_LIMIT && s->breaker_rate >= 0 &&
+			   s->breaker_rate <= 100 && s->breaker_min_calls >= 1 &&
+			   s->breaker_probes >= 1 && s->breaker_window_ns > 0 &&
+			   s->breaker_open_ns > 0 && s->breaker_open_max_ns > 0 &&
+			   s->breaker_slow_ns >= 0 && s->breaker_http <= TB_BREAKER_HTTP_OFF &&
+			   tb_env_errno_name(s->breaker_errno) != NULL,
+		   "%s: a breaker setting out of range", what);
+	FUZZ_CHECK(s->retry_budget >= 0 && s->retry_budget <= 1000 && s->retry_budget_floor >= 0 &&
+			   s->retry_budget_window_ns > 0,
+		   "%s: a retry budget setting out of range", what);
+	FUZZ_CHECK(s->max_conns_floor >= 1 && s->max_conns_ceiling >= 1 &&
+			   (!s->max_conns_auto || s->max_conns == s->max_conns_ceiling),
+		   "%s: an automatic gate of %d (ceiling %d)", what, s->max_conns,
+		   s->max_conns_ceiling);
+	/* An observed program is never refused. */
+	FUZZ_CHECK(!s->observe || (!tb_settings_breaker_on(s) && !tb_settings_retry_budget_on(s) &&
+				   !s->max_conns_auto),
+		   "%s: observe with a breaker, a retry budget or an automatic gate", what);
 	FUZZ_CHECK(memchr(s->log_path, '\0', sizeof(s->log_path)) != NULL,
 		   "%s: log path unterminated", what);
 	FUZZ_CHECK(s->log_target != TB_LOG_FILE || s->log_path[0] == '/', "%s: log path '%s'",
@@ -168,6 +187,14 @@ static void check_defaults_against_text(const struct tb_config *c, const char *t
 			/* observe (tb_settings_finish) clears every limit the file sets. */
 			FUZZ_CHECK(!ok || c->defaults.set.observe ||
 					   tb_env_number(&c->defaults.set, var) == ns,
+				   "defaults %s = \"%s\": another value", tb_config_key(f), raw);
+		} else if (var->kind == TB_ENV_PERIOD) {
+			bool ok = tb_duration_parse(raw, &ns, &why) == 0 && ns > 0;
+
+			FUZZ_CHECK(taken == ok, "defaults %s = \"%.40s...\" %s but %s",
+				   tb_config_key(f), raw, ok ? "parses" : "is refused",
+				   taken ? "was taken" : "was not taken");
+			FUZZ_CHECK(!ok || tb_env_number(&c->defaults.set, var) == ns,
 				   "defaults %s = \"%s\": another value", tb_config_key(f), raw);
 		} else if (var->kind == TB_ENV_LOG && taken &&
 			   c->defaults.set.log_target == TB_LOG_FILE) {

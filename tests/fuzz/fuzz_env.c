@@ -58,13 +58,32 @@ static void check_only_member(const struct tb_settings *before, const struct tb_
 
 	switch (var->kind) {
 	case TB_ENV_DURATION:
+	case TB_ENV_PERIOD:
+		memcpy((char *)&a + var->field, (char *)&b + var->field, sizeof(int64_t));
+		break;
 	case TB_ENV_COUNT:
-	case TB_ENV_BOOL:
+	case TB_ENV_POSITIVE:
+	case TB_ENV_NUMBER:
+	case TB_ENV_PERCENT:
+	case TB_ENV_SHARE:
 		/* Copy the one member over, then the rest must be equal. */
-		memcpy((char *)&a + var->field, (char *)&b + var->field,
-		       var->kind == TB_ENV_DURATION ? sizeof(int64_t)
-		       : var->kind == TB_ENV_COUNT  ? sizeof(int)
-						    : sizeof(bool));
+		memcpy((char *)&a + var->field, (char *)&b + var->field, sizeof(int));
+		break;
+	case TB_ENV_BOOL:
+		memcpy((char *)&a + var->field, (char *)&b + var->field, sizeof(bool));
+		break;
+	case TB_ENV_GATE_SIZE:
+		memcpy((char *)&a + var->field, (char *)&b + var->field, sizeof(int));
+		a.max_conns_auto = b.max_conns_auto;
+		break;
+	case TB_ENV_ERRNO:
+		a.breaker_errno = b.breaker_errno;
+		break;
+	case TB_ENV_BREAKER_HTTP:
+		a.breaker_http = b.breaker_http;
+		break;
+	case TB_ENV_BREAKER:
+		a.breaker = b.breaker;
 		break;
 	case TB_ENV_SCOPE:
 		a.scope = b.scope;
@@ -113,11 +132,46 @@ static void check_reapply(const struct tb_settings *after, const struct tb_env_v
 	case TB_ENV_DURATION:
 		tb_duration_format(n, text, sizeof(text));
 		break;
+	case TB_ENV_PERIOD:
+		FUZZ_CHECK(n > 0, "%s='%s' stored %lld", var->name, value, (long long)n);
+		tb_duration_format(n, text, sizeof(text));
+		break;
 	case TB_ENV_COUNT:
-		FUZZ_CHECK(n >= 0 && n <= TB_MAX_CONNS_LIMIT, "%s='%s' stored %lld", var->name,
-			   value, (long long)n);
+	case TB_ENV_NUMBER:
+	case TB_ENV_POSITIVE:
+		FUZZ_CHECK(n >= (var->kind == TB_ENV_POSITIVE) && n <= TB_MAX_CONNS_LIMIT,
+			   "%s='%s' stored %lld", var->name, value, (long long)n);
 		snprintf(text, sizeof(text), "%lld", (long long)n);
 		break;
+	case TB_ENV_PERCENT:
+	case TB_ENV_SHARE:
+		FUZZ_CHECK(n >= 0 && n <= (var->kind == TB_ENV_PERCENT ? 100 : 1000),
+			   "%s='%s' stored %lld", var->name, value, (long long)n);
+		snprintf(text, sizeof(text), "%lld%%", (long long)n);
+		break;
+	case TB_ENV_GATE_SIZE:
+		FUZZ_CHECK(n >= 0 && n <= TB_MAX_CONNS_LIMIT, "%s='%s' stored %lld", var->name,
+			   value, (long long)n);
+		if (after->max_conns_auto) {
+			FUZZ_CHECK(strcmp(value, "auto") == 0 && n == after->max_conns_ceiling,
+				   "%s='%s' made the gate automatic at %lld", var->name, value,
+				   (long long)n);
+			return;
+		}
+		snprintf(text, sizeof(text), "%lld", (long long)n);
+		break;
+	case TB_ENV_ERRNO:
+		FUZZ_CHECK(tb_env_errno_name(after->breaker_errno) != NULL,
+			   "%s='%s' stored errno %d", var->name, value, after->breaker_errno);
+		return;
+	case TB_ENV_BREAKER_HTTP:
+		FUZZ_CHECK(after->breaker_http <= TB_BREAKER_HTTP_OFF, "%s='%s' stored %u",
+			   var->name, value, after->breaker_http);
+		return;
+	case TB_ENV_BREAKER:
+		FUZZ_CHECK(after->breaker == 1 || after->breaker == -1, "%s='%s' stored %d",
+			   var->name, value, after->breaker);
+		return;
 	case TB_ENV_BOOL:
 		FUZZ_CHECK(n == 0 || n == 1, "%s='%s' stored %lld", var->name, value, (long long)n);
 		snprintf(text, sizeof(text), "%s", n ? "true" : "false");
@@ -164,6 +218,28 @@ static void check_unknown(const char *text)
 	free(copy);
 }
 
+/* Finished, the settings hold only what the parsers could give; observe governs nothing. */
+static void check_finished(const struct tb_settings *after, const struct tb_env_var *var,
+			   const char *value)
+{
+	struct tb_settings f;
+
+	memcpy(&f, after, sizeof(f));
+	tb_settings_finish(&f);
+	FUZZ_CHECK(f.breaker == 0 && f.breaker_failures >= 0 && f.breaker_rate >= 0 &&
+			   f.breaker_rate <= 100 && f.retry_budget >= 0 && f.retry_budget <= 1000,
+		   "%s='%s': breaker %d failures %d rate %d budget %d once finished", var->name,
+		   value, f.breaker, f.breaker_failures, f.breaker_rate, f.retry_budget);
+	FUZZ_CHECK(!f.max_conns_auto || f.max_conns == f.max_conns_ceiling,
+		   "%s='%s': an automatic gate of %d, ceiling %d", var->name, value, f.max_conns,
+		   f.max_conns_ceiling);
+	f.observe = true;
+	tb_settings_finish(&f);
+	FUZZ_CHECK(!tb_settings_breaker_on(&f) && !tb_settings_retry_budget_on(&f) &&
+			   !f.max_conns_auto && f.breaker_slow_ns == 0 && f.deadline_ns == 0,
+		   "%s='%s': observe left something that refuses", var->name, value);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	size_t n = nvars();
@@ -193,6 +269,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(value[0] != '\0', "%s: the empty value is accepted", var->name);
 		check_only_member(&before, &after, var, value);
 		check_reapply(&after, var, value);
+		check_finished(&after, var, value);
 		if (var->kind == TB_ENV_DURATION) {
 			int64_t ns = -1;
 			const char *why;

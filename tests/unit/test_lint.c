@@ -329,6 +329,84 @@ static void test_duration_text(void **state)
 	assert_string_equal(tb_duration_format(7, b, sizeof(b)), "7ns");
 }
 
+static void test_breaker_open_max(void **state)
+{
+	size_t n;
+
+	(void)state;
+	n = lint("defaults = {\n deadline = \"1s\"; breaker = true;\n breaker_open = \"30s\";\n"
+		 " breaker_open_max = \"10s\"; };", 0);
+	assert_int_equal(count(n, TB_LINT_OPEN_MAX), 1);
+	has(first(n, TB_LINT_OPEN_MAX), "breaker_open_max 10s is shorter than breaker_open 30s");
+	has(first(n, TB_LINT_OPEN_MAX), "\"5m\"");
+	/* equal is a choice (no growth), and a breaker that is off says nothing */
+	n = lint("defaults = { deadline = \"1s\"; breaker = true; breaker_open = \"30s\";"
+		 " breaker_open_max = \"30s\"; };", 0);
+	assert_int_equal(count(n, TB_LINT_OPEN_MAX), 0);
+	n = lint("defaults = { deadline = \"1s\"; breaker_open = \"30s\";"
+		 " breaker_open_max = \"10s\"; };", 0);
+	assert_int_equal(count(n, TB_LINT_OPEN_MAX), 0);
+}
+
+static void test_breaker_probes(void **state)
+{
+	size_t n;
+
+	(void)state;
+	n = lint("defaults = { deadline = \"1s\"; breaker_failures = 5; breaker_probes = 40; };", 0);
+	assert_int_equal(count(n, TB_LINT_PROBES), 1);
+	has(first(n, TB_LINT_PROBES), "breaker_probes 40 is more than the 16");
+	n = lint("defaults = { deadline = \"1s\"; breaker_failures = 5; breaker_probes = 16; };", 0);
+	assert_int_equal(count(n, TB_LINT_PROBES), 0);
+}
+
+static void test_protection_blind_to_stalls(void **state)
+{
+	size_t n;
+
+	(void)state;
+	n = lint("destinations = ( {\n match = \"*:80\";\n breaker = true; } );", 0);
+	assert_int_equal(count(n, TB_LINT_BLIND), 1);
+	assert_string_equal(first(n, TB_LINT_BLIND)->scope, "*:80");
+	has(first(n, TB_LINT_BLIND), "the breaker opens on refusals and resets only");
+	n = lint("defaults = { retry_budget = \"20%\"; };", 0);
+	assert_int_equal(count(n, TB_LINT_BLIND), 1);
+	has(first(n, TB_LINT_BLIND), "counted as first attempts");
+	/* any cut is a failure it sees; so is a slow call */
+	n = lint("defaults = { breaker = true; read_timeout = \"1s\"; deadline = \"2s\"; };", 0);
+	assert_int_equal(count(n, TB_LINT_BLIND), 0);
+	n = lint("defaults = { breaker = true; breaker_slow = \"1s\"; };", 0);
+	assert_int_equal(count(n, TB_LINT_BLIND), 0);
+	/* the adaptive gate alone needs no failure */
+	n = lint("defaults = { max_conns = \"auto\"; acquire_timeout = \"50ms\"; };", 0);
+	assert_int_equal(count(n, TB_LINT_BLIND), 0);
+}
+
+static void test_max_conns_auto(void **state)
+{
+	size_t n;
+
+	(void)state;
+	n = lint("defaults = { deadline = \"1s\";\n max_conns = \"auto\"; gate_shared = true; };", 0);
+	assert_int_equal(count(n, TB_LINT_AUTO_SHARED), 1);
+	has(first(n, TB_LINT_AUTO_SHARED), "the ceiling 1000");
+	n = lint("defaults = { deadline = \"1s\"; max_conns = 30; gate_shared = true; };", 0);
+	assert_int_equal(count(n, TB_LINT_AUTO_SHARED), 0);
+	n = lint("defaults = { deadline = \"1s\"; max_conns = \"auto\"; max_conns_floor = 50;"
+		 " max_conns_ceiling = 40; };", 0);
+	assert_int_equal(count(n, TB_LINT_AUTO_BOUNDS), 1);
+	has(first(n, TB_LINT_AUTO_BOUNDS), "lower max_conns_floor to 40");
+	/* floor and ceiling without auto size nothing: quiet */
+	n = lint("defaults = { deadline = \"1s\"; max_conns = 10; max_conns_floor = 50;"
+		 " max_conns_ceiling = 40; };", 0);
+	assert_int_equal(count(n, TB_LINT_AUTO_BOUNDS), 0);
+	/* the adaptive gate is not held to Little's law, and its wait says what it is */
+	n = lint("defaults = { max_conns = \"auto\"; expected_rps = 1000;"
+		 " expected_p99 = \"1ms\"; };", 0);
+	assert_int_equal(count(n, TB_LINT_LITTLE), 0);
+	has(first(n, TB_LINT_GATE_WAIT), "max_conns is auto (1 to 1000)");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -340,6 +418,10 @@ int main(void)
 		cmocka_unit_test(test_duration_text),
 		cmocka_unit_test(test_request_retries),
 		cmocka_unit_test(test_propagate_outside_request),
+		cmocka_unit_test(test_breaker_open_max),
+		cmocka_unit_test(test_breaker_probes),
+		cmocka_unit_test(test_protection_blind_to_stalls),
+		cmocka_unit_test(test_max_conns_auto),
 		cmocka_unit_test(test_session),
 	};
 
