@@ -238,6 +238,38 @@ static void test_floor_and_ceiling_hold(void **state)
 	assert_int_equal(a.saved_limit, 5); /* the initial 20, clamped */
 }
 
+/* Windows a controller takes to climb from 20 to 200 on a flat latency (every slot used),
+ * then to fall below 20 when the latency goes 10x. */
+static void follow(int grow, int *up, int *down)
+{
+	struct tb_adaptive_cfg c = cfg(1, 1000);
+	struct tb_adaptive a;
+	int64_t now = T0;
+
+	c.grow_pct = grow;
+	measured(&a, &c, now, 10 * MS);
+	for (*up = 0; tb_adaptive_limit(&a) < 200 && *up < 1000; ++*up)
+		window(&a, &c, &now, 20, 10 * MS, tb_adaptive_limit(&a));
+	for (*down = 0; tb_adaptive_limit(&a) >= 20 && *down < 1000; ++*down)
+		window(&a, &c, &now, 20, 100 * MS, tb_adaptive_limit(&a));
+}
+
+/* The smoothed rise's price: a recovered downstream gets its concurrency back in seconds,
+ * not in a second; the fall stays Envoy's. */
+static void test_follows_the_downstream(void **state)
+{
+	int up, down, envoy_up, envoy_down;
+
+	(void)state;
+	follow(20, &up, &down);
+	follow(100, &envoy_up, &envoy_down);
+	printf("windows of 100 ms from 20 to 200: %d (Envoy's full step %d); from 200 to below 20 "
+	       "at 10x the latency: %d (%d)\n", up, envoy_up, down, envoy_down);
+	assert_true(down <= 10);
+	assert_true(down <= envoy_down + 1);
+	assert_true(up <= 100);
+}
+
 /* ---- the simulation ---- */
 
 enum model { SICK8, SICK8_FIFO, HEALTHY };
@@ -574,10 +606,13 @@ static void row(const char *name, int kind, int fixed, int pct, int grow)
 	struct result q = run(name, kind, fixed, pct, grow, SICK8_FIFO, 10 * MS);
 	struct result h = run(name, kind, fixed, pct, grow, HEALTHY, 5 * MS);
 
-	printf("| %-14s | %5.0f %6.1f %5lld %6lld | %5.0f %6.1f %5lld %6lld | %5.0f %4d %6.1f %5lld |\n",
-	       name, s.limit_med, s.inflight_avg, (long long)(s.rtt_p99 / MS),
-	       (long long)(s.caller_p99 / MS), q.limit_med, q.inflight_avg,
-	       (long long)(q.rtt_p99 / MS), (long long)(q.caller_p99 / MS), h.limit_med,
+	double secs = (double)(SIM_LEN - STEADY_FROM) / (double)S;
+
+	printf("| %-14s | %5.0f %5.1f %4.0f %5lld %6lld | %5.0f %5.1f %4.0f %5lld %6lld | %5.0f %4d "
+	       "%5.1f %6lld |\n", name, s.limit_med, s.inflight_avg, (double)s.calls / secs,
+	       (long long)(s.rtt_p99 / MS), (long long)(s.caller_p99 / MS), q.limit_med,
+	       q.inflight_avg, (double)q.calls / secs, (long long)(q.rtt_p99 / MS),
+	       (long long)(q.caller_p99 / MS), h.limit_med,
 	       h.limit_low_unmeasured == 1 << 30 ? 0 : h.limit_low_unmeasured, h.inflight_avg,
 	       (long long)(h.caller_p99 / MS));
 }
@@ -588,12 +623,13 @@ static void test_compare_algorithms(void **state)
 {
 	(void)state;
 	printf("50 clients, closed loop, %lld s simulated (steady state from %lld s); limit = "
-	       "median, inflight = mean, p99 in ms (rtt: request to answer, caller: with the "
-	       "gate's wait)\n", (long long)(SIM_LEN / S), (long long)(STEADY_FROM / S));
-	printf("|                | 8 at a time, base x ceil(n/8) | 8 workers + FIFO queue       "
-	       "| healthy (flat to 200)       |\n");
-	printf("| algorithm      | limit inflt  rtt99 call99 | limit inflt  rtt99 call99 | limit "
-	       " low inflt call99 |\n");
+	       "median, inflt = mean in flight, /s = calls answered per second, p99 in ms (rtt: "
+	       "request to answer, call: with the gate's wait), low = lowest limit outside "
+	       "minRTT measures\n", (long long)(SIM_LEN / S), (long long)(STEADY_FROM / S));
+	printf("|                | 8 at a time, 10 ms x ceil(n/8) | 8 workers + FIFO, 10 ms      "
+	       "| healthy, 5 ms flat to 200 |\n");
+	printf("| algorithm      | limit inflt   /s rtt99 call99 | limit inflt   /s rtt99 call99 "
+	       "| limit  low inflt call99 |\n");
 	row("grad p90 +20%", 0, 0, 90, 20);
 	row("grad p90 Envoy", 0, 0, 90, 100);
 	row("grad p50 Envoy", 0, 0, 50, 100);
@@ -614,6 +650,7 @@ int main(void)
 		cmocka_unit_test(test_remeasure_restores),
 		cmocka_unit_test(test_remeasure_without_calls_ends),
 		cmocka_unit_test(test_floor_and_ceiling_hold),
+		cmocka_unit_test(test_follows_the_downstream),
 		cmocka_unit_test(test_settles_near_capacity),
 		cmocka_unit_test(test_fifo_queue_moves_to_the_gate),
 		cmocka_unit_test(test_healthy_never_throttled),
