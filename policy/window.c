@@ -19,11 +19,14 @@ void tb_window_clear(struct tb_window *w)
 
 static int64_t bucket_of(const struct tb_window *w, int64_t now)
 {
+	/* A window in a shared segment that another process zeroed and has not yet
+	 * initialised must not divide by zero inside the program's connect. */
+	int64_t len = w->bucket_ns > 0 ? w->bucket_ns : 1;
 	/* Floor division: a monotonic clock is positive, but a window must not count a
 	 * negative time (a test's, a caller's "0 - x") in the bucket of a positive one. */
-	int64_t i = now / w->bucket_ns;
+	int64_t i = now / len;
 
-	return (now % w->bucket_ns < 0) ? i - 1 : i;
+	return (now % len < 0) ? i - 1 : i;
 }
 
 static int slot_of(int64_t idx)

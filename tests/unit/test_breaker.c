@@ -432,6 +432,95 @@ static void test_window_rolls(void **state)
 	assert_int_equal(a, 0);
 	tb_window_init(&w, 3);
 	assert_int_equal(w.bucket_ns, 1);
+	/* Zeroed, not initialised (a fresh shared segment): counts, does not fault. */
+	memset(&w, 0, sizeof(w));
+	tb_window_add(&w, T0, 1, 1);
+	tb_window_sum(&w, T0, &a, &b);
+	assert_int_equal(a, 1);
+}
+
+/* Random connects, outcomes, forgets and lost tickets on a clock that jumps: whatever the
+ * order, the breaker's invariants hold. */
+static void test_random_walk_invariants(void **state)
+{
+	struct tb_settings s;
+	struct tb_breaker_cfg c;
+	struct tb_breaker b;
+	struct tb_breaker_ticket out[64];
+	int nout = 0, changes[TB_BREAKER_REOPENED + 1] = { 0 };
+	int64_t now = T0;
+	uint32_t x = 2463534242u;
+
+	(void)state;
+	tb_settings_init(&s);
+	s.breaker_failures = 3;
+	s.breaker_rate = 40;
+	s.breaker_min_calls = 10;
+	s.breaker_window_ns = 2 * S;
+	s.breaker_open_ns = 500 * MS;
+	s.breaker_open_max_ns = 2 * S;
+	s.breaker_probes = 3;
+	tb_breaker_cfg_from(&c, &s);
+	tb_breaker_init(&b, &c, now);
+	for (int i = 0; i < 200000; i++) {
+		enum tb_breaker_change ch;
+		int busy = 0;
+
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		now += (x >> 8) % 50 * MS;
+		switch (x % 4) {
+		case 0:
+		case 1:
+			if (nout < 64) {
+				enum tb_breaker_verdict v = tb_breaker_allow(&b, &c, now, &out[nout], &ch);
+
+				if (v == TB_BREAKER_PROBE)
+					assert_int_equal(b.state, TB_BREAKER_HALF_OPEN);
+				if (v == TB_BREAKER_PASS)
+					assert_int_equal(b.state, TB_BREAKER_CLOSED);
+				if (v != TB_BREAKER_REFUSE)
+					nout++;
+			}
+			break;
+		default:
+			if (nout > 0) {
+				int k = (int)((x >> 4) % (uint32_t)nout);
+
+				if ((x >> 12) % 8 == 0)
+					tb_breaker_forget(&b, &out[k]);
+				else if ((x >> 12) % 8 != 1) /* 1: lost, never told */
+					changes[tb_breaker_record(&b, &c, now, &out[k],
+								  (x >> 16) % 3 == 0)]++;
+				out[k] = out[--nout];
+			}
+			break;
+		}
+		assert_true(b.state <= TB_BREAKER_HALF_OPEN);
+		for (int p = 0; p < TB_BREAKER_PROBES_MAX; p++)
+			if (b.probe_at[p] != 0) {
+				assert_true(p < c.probes);
+				assert_int_equal(b.state, TB_BREAKER_HALF_OPEN);
+				busy++;
+			}
+		assert_true(busy <= c.probes);
+		if (b.state == TB_BREAKER_CLOSED) {
+			assert_int_equal(b.openings, 0);
+		} else {
+			assert_true(b.openings >= 1);
+		}
+		if (b.state == TB_BREAKER_OPEN)
+			assert_true(b.open_until - b.since <= c.open_max_ns);
+	}
+	/* The walk made every change. */
+	printf("random walk: opened %d reclosed %d reopened %d\n", changes[TB_BREAKER_OPENED],
+	       changes[TB_BREAKER_RECLOSED], changes[TB_BREAKER_REOPENED]);
+	assert_true(changes[TB_BREAKER_OPENED] > 10);
+	assert_true(changes[TB_BREAKER_RECLOSED] > 10);
+	assert_true(changes[TB_BREAKER_REOPENED] > 10);
+	assert_true(b.opened_total > 10);
+	assert_true(b.refused_total > 10);
 }
 
 int main(void)
@@ -452,6 +541,7 @@ int main(void)
 		cmocka_unit_test(test_off_never_opens),
 		cmocka_unit_test(test_cfg_clamps),
 		cmocka_unit_test(test_window_rolls),
+		cmocka_unit_test(test_random_walk_invariants),
 	};
 
 	return cmocka_run_group_tests_name("breaker", tests, NULL, NULL);
