@@ -27,7 +27,7 @@ void tb_settings_init(struct tb_settings *s)
 	s->breaker_http = TB_BREAKER_HTTP_GATEWAY;
 	s->retry_budget_floor = TB_RETRY_BUDGET_FLOOR_DEFAULT;
 	s->retry_budget_window_ns = TB_RETRY_BUDGET_WINDOW_DEFAULT;
-	s->max_conns_floor = 1;
+	s->max_conns_floor = TB_MAX_CONNS_FLOOR_DEFAULT;
 	s->max_conns_ceiling = TB_MAX_CONNS_CEILING_DEFAULT;
 }
 

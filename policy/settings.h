@@ -51,6 +51,9 @@ enum tb_breaker_http { TB_BREAKER_HTTP_GATEWAY, TB_BREAKER_HTTP_5XX, TB_BREAKER_
 #define TB_RETRY_BUDGET_FLOOR_DEFAULT 10
 #define TB_RETRY_BUDGET_WINDOW_DEFAULT (10 * TB_NS_PER_S)
 #define TB_MAX_CONNS_CEILING_DEFAULT 1000
+/* The adaptive gate's floor, where it also measures its minRTT: Envoy's min_concurrency. A
+ * floor of 1 would serialise the measure's calls (25 of them, every 30 s). */
+#define TB_MAX_CONNS_FLOOR_DEFAULT 3
 /* The adaptive gate's first limit, clamped to [floor, ceiling] (docs/breaker.md). */
 #define TB_MAX_CONNS_AUTO_START 20
 

@@ -488,7 +488,7 @@ static void test_protection_defaults(void **state)
 	assert_int_equal(s.breaker_http, TB_BREAKER_HTTP_GATEWAY);
 	assert_int_equal(s.retry_budget_floor, 10);
 	assert_int_equal(s.retry_budget_window_ns, 10 * S);
-	assert_int_equal(s.max_conns_floor, 1);
+	assert_int_equal(s.max_conns_floor, TB_MAX_CONNS_FLOOR_DEFAULT);
 	assert_int_equal(s.max_conns_ceiling, 1000);
 }
 
