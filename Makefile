@@ -62,6 +62,7 @@ CLI_SRCS     := $(wildcard cli/*.c)
 POLICY_OBJS  := $(POLICY_SRCS:%.c=$(BUILD)/obj/%.o)
 # Policy the library never calls (the lint and the simulator serve the launcher only).
 LIB_POLICY_OBJS := $(filter-out $(BUILD)/obj/policy/lint.o $(BUILD)/obj/policy/plan.o \
+                   $(BUILD)/obj/policy/plan_protect.o \
                    $(BUILD)/obj/policy/suggest.o $(BUILD)/obj/policy/suggest_text.o,$(POLICY_OBJS))
 RUNTIME_OBJS := $(RUNTIME_SRCS:%.c=$(BUILD)/obj/%.o)
 CLI_OBJS     := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)

@@ -35,7 +35,9 @@ static void plan_usage(FILE *out)
 		"the program sees, and how many times the downstream executed the request.\n"
 		"LIMITS are `timebox run`'s options (--connect-timeout, --read-timeout, --deadline,\n"
 		"--acquire-timeout, --max-conns, --retry-window, ...); the TIMEBOX_* environment\n"
-		"applies under them, as it would to `timebox run`.\n"
+		"applies under them, as it would to `timebox run`. The breaker, the retry budget\n"
+		"and --max-conns auto (--breaker, --retry-budget, ...) act across calls: the plan\n"
+		"says what they do for the destination, above the timeline, and does not play them.\n"
 		"\n"
 		"BEHAVIOUR (durations count from the request's last byte sent):\n"
 		"  ok=50ms                  answers after 50 ms\n"
@@ -339,8 +341,15 @@ static void limits_text(const struct tb_settings *s, char *buf, size_t len)
 		used += (size_t)snprintf(buf + used, len - used, " retry_window=%s",
 					 tb_duration_format(tb_settings_retry_window(s), d,
 							    sizeof(d)));
-	if (used < len && s->max_conns > 0)
-		snprintf(buf + used, len - used, " max_conns=%d", s->max_conns);
+	if (used < len && s->max_conns_auto)
+		used += (size_t)snprintf(buf + used, len - used, " max_conns=auto(%d..%d)",
+					 s->max_conns_floor, s->max_conns_ceiling);
+	else if (used < len && s->max_conns > 0)
+		used += (size_t)snprintf(buf + used, len - used, " max_conns=%d", s->max_conns);
+	if (used < len && tb_settings_breaker_on(s))
+		used += (size_t)snprintf(buf + used, len - used, " breaker=on");
+	if (used < len && tb_settings_retry_budget_on(s))
+		snprintf(buf + used, len - used, " retry_budget=%d%%", s->retry_budget);
 }
 
 static const char *outcome_name(enum tb_plan_outcome o)
@@ -362,11 +371,18 @@ static const char *ender(const struct tb_plan *p)
 static void print_text(const struct tb_plan_input *in, const struct tb_plan *p,
 		       const char *downstream, bool governed)
 {
-	char lim[400], t[32], line[400];
+	char lim[400], t[32], line[400], prot[TB_PLAN_PROTECTION_MAX][TB_PLAN_LINE_MAX];
 	int attempt = 0;
+	size_t np;
 
 	limits_text(&in->set, lim, sizeof(lim));
 	printf("limits: %s%s\n", lim, governed ? "" : " (the destination is not governed)");
+	np = tb_plan_protection(&in->set, prot, TB_PLAN_PROTECTION_MAX);
+	for (size_t i = 0; i < np && i < TB_PLAN_PROTECTION_MAX; i++)
+		printf("%s\n", prot[i]);
+	if (np > 0)
+		printf("(the breaker, the retry budget and the adaptive gate act across calls: the "
+		       "timeline below is one caller's and does not play them)\n");
 	printf("downstream: %s; retries: %d", downstream, in->retries);
 	if (in->backoff_ns > 0)
 		printf(" after %s", when(in->backoff_ns, t, sizeof(t)));
@@ -422,11 +438,18 @@ static void json_str(const char *s)
 static void print_json(const struct tb_plan_input *in, const struct tb_plan *p,
 		       const char *downstream, bool governed)
 {
-	char lim[400], line[400];
+	char lim[400], line[400], prot[TB_PLAN_PROTECTION_MAX][TB_PLAN_LINE_MAX];
+	size_t np = tb_plan_protection(&in->set, prot, TB_PLAN_PROTECTION_MAX);
 
 	limits_text(&in->set, lim, sizeof(lim));
 	printf("{\"limits\": ");
 	json_str(lim);
+	printf(", \"protection\": [");
+	for (size_t i = 0; i < np && i < TB_PLAN_PROTECTION_MAX; i++) {
+		printf("%s", i ? ", " : "");
+		json_str(prot[i]);
+	}
+	printf("]");
 	printf(", \"governed\": %s, \"downstream\": ", governed ? "true" : "false");
 	json_str(downstream);
 	printf(", \"retries\": %d, \"backoff_ms\": ", in->retries);

@@ -2,13 +2,13 @@
  * Pure code: the caller supplies the lookup and the error sink; no printing, no allocation. */
 #include "env.h"
 
-#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "duration.h"
+#include "env_impl.h"
 #include "frame.h"
 
 #define AT(member) offsetof(struct tb_settings, member)
@@ -124,7 +124,6 @@ static const char E_ON_TIMEOUT[] = "on_timeout is etimedout or eagain";
 static const char E_LOG[] = "a log target is stderr, syslog, off or an absolute file path";
 static const char E_LOG_LONG[] = "a log file path is too long (at most 255 bytes)";
 static const char E_BOOL[] = "a switch is 1, 0, true, false, yes, no, on or off";
-static const char E_COUNT[] = "a count is a whole number from 1 to 1000000, or 0/off for none";
 static const char E_GATE_NB[] = "gate_nonblocking is wait or fail";
 static const char E_LOG_LEVEL[] = "a log level is warn or info";
 static const char E_PROTOCOL[] =
@@ -132,48 +131,6 @@ static const char E_PROTOCOL[] =
 static const char E_PATH[] = "a file name is empty";
 static const char E_LOG_FORMAT[] = "a log format is logfmt or json";
 static const char E_FILE[] = "a file is an absolute path (at most 255 bytes), or off";
-static const char E_GATE_SIZE[] =
-	"a gate's size is a whole number from 1 to 1000000, auto, or 0/off for none";
-static const char E_PERIOD[] = "this setting cannot be off: give a duration longer than 0";
-static const char E_POSITIVE[] = "a whole number from 1 to 1000000";
-static const char E_NUMBER[] = "a whole number from 0 to 1000000";
-static const char E_PERCENT[] =
-	"a percentage is a whole number from 1 to 100 (\"50%\" or 50), or 0/off for none";
-static const char E_SHARE[] =
-	"a share is a whole percentage from 1 to 1000 (\"20%\" or 20), or 0/off for none";
-static const char E_ERRNO[] =
-	"an errno is ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH, ENETUNREACH, EAGAIN or ECONNRESET";
-static const char E_BREAKER_HTTP[] = "breaker_http is gateway (502, 503, 504), 5xx or off";
-
-/* The errnos a refused connect may report: each is one that clients already read as "that
- * destination is down, try another" (docs/breaker.md). */
-static const struct {
-	const char *name, *lower;
-	int err;
-} errnos[] = {
-	{ "ECONNREFUSED", "econnrefused", ECONNREFUSED }, { "ETIMEDOUT", "etimedout", ETIMEDOUT },
-	{ "EHOSTUNREACH", "ehostunreach", EHOSTUNREACH }, { "ENETUNREACH", "enetunreach", ENETUNREACH },
-	{ "EAGAIN", "eagain", EAGAIN },                   { "ECONNRESET", "econnreset", ECONNRESET },
-};
-
-static const char *const breaker_http_names[] = {
-	[TB_BREAKER_HTTP_GATEWAY] = "gateway",
-	[TB_BREAKER_HTTP_5XX] = "5xx",
-	[TB_BREAKER_HTTP_OFF] = "off",
-};
-
-const char *tb_env_errno_name(int err)
-{
-	for (size_t i = 0; i < sizeof(errnos) / sizeof(errnos[0]); i++)
-		if (errnos[i].err == err)
-			return errnos[i].name;
-	return NULL;
-}
-
-const char *tb_env_breaker_http_name(unsigned kind)
-{
-	return kind <= TB_BREAKER_HTTP_OFF ? breaker_http_names[kind] : "?";
-}
 
 const struct tb_env_var *tb_env_find(const char *key, int by_option)
 {
@@ -183,14 +140,6 @@ const struct tb_env_var *tb_env_find(const char *key, int by_option)
 		if (strcmp(by_option ? v->option : v->name, key) == 0)
 			return v;
 	return NULL;
-}
-
-/* The member of *s that `var` sets, when var->kind is `kind` and the row names one. */
-static void *member(struct tb_settings *s, const struct tb_env_var *var, enum tb_env_kind kind)
-{
-	if (var->kind != kind || var->field == TB_ENV_NO_FIELD)
-		return NULL;
-	return (char *)s + var->field;
 }
 
 int64_t tb_env_number(const struct tb_settings *s, const struct tb_env_var *var)
@@ -225,81 +174,6 @@ const char *tb_env_getenv(const char *name, void *ctx)
 	return getenv(name);
 }
 
-/* A whole number 1..max, or "0"/"off" for none. Returns 0 or -1. */
-static int parse_upto(const char *text, long max, int *out)
-{
-	long v = 0;
-
-	if (strcmp(text, "off") == 0 || strcmp(text, "0") == 0) {
-		*out = 0;
-		return 0;
-	}
-	if (*text < '1' || *text > '9')
-		return -1;
-	for (; *text >= '0' && *text <= '9'; text++) {
-		v = v * 10 + (*text - '0');
-		if (v > max)
-			return -1;
-	}
-	if (*text != '\0')
-		return -1;
-	*out = (int)v;
-	return 0;
-}
-
-static int parse_count(const char *text, int *out)
-{
-	return parse_upto(text, TB_MAX_CONNS_LIMIT, out);
-}
-
-/* "50%" or "50" (a percentage up to max), or "0"/"off" for none. Returns 0 or -1. */
-static int parse_percent(const char *text, long max, int *out)
-{
-	char digits[16];
-	size_t len = strlen(text);
-
-	if (len == 0 || len >= sizeof(digits))
-		return -1;
-	memcpy(digits, text, len + 1);
-	if (digits[len - 1] == '%') {
-		digits[len - 1] = '\0';
-		if (strcmp(digits, "off") == 0)
-			return -1; /* "off%" is neither */
-	}
-	return parse_upto(digits, max, out);
-}
-
-/* An errno name of the table, all capitals or all lower case. Returns 0 or -1. */
-static int parse_errno(const char *text, int *out)
-{
-	for (size_t i = 0; i < sizeof(errnos) / sizeof(errnos[0]); i++)
-		if (strcmp(text, errnos[i].name) == 0 || strcmp(text, errnos[i].lower) == 0) {
-			*out = errnos[i].err;
-			return 0;
-		}
-	return -1;
-}
-
-/* The kinds of whole numbers: a count (0/off none), 1.., 0.., a percentage, a share. */
-static const char *apply_whole(int *field, enum tb_env_kind kind, const char *value)
-{
-	int n;
-
-	switch (kind) {
-	case TB_ENV_COUNT:
-		return parse_count(value, &n) == 0 ? (*field = n, NULL) : E_COUNT;
-	case TB_ENV_POSITIVE:
-		return parse_count(value, &n) == 0 && n >= 1 ? (*field = n, NULL) : E_POSITIVE;
-	case TB_ENV_NUMBER:
-		return parse_count(value, &n) == 0 ? (*field = n, NULL) : E_NUMBER;
-	case TB_ENV_PERCENT:
-		return parse_percent(value, 100, &n) == 0 ? (*field = n, NULL) : E_PERCENT;
-	case TB_ENV_SHARE:
-		return parse_percent(value, 1000, &n) == 0 ? (*field = n, NULL) : E_SHARE;
-	default:
-		return "internal error: not a number setting";
-	}
-}
 
 /* Parses a switch; returns 0 and sets *out, or -1. */
 static int parse_bool(const char *text, bool *out)
@@ -336,7 +210,7 @@ int tb_env_apply(struct tb_settings *s, const struct tb_env_var *var, const char
 		value = "";
 	switch (var->kind) {
 	case TB_ENV_DURATION: {
-		int64_t *field = member(s, var, TB_ENV_DURATION);
+		int64_t *field = tb_env_member(s, var, TB_ENV_DURATION);
 
 		if (field == NULL) {
 			why = "internal error: no setting for this variable";
@@ -381,7 +255,7 @@ int tb_env_apply(struct tb_settings *s, const struct tb_env_var *var, const char
 		}
 		break;
 	case TB_ENV_BOOL: {
-		bool *field = member(s, var, TB_ENV_BOOL);
+		bool *field = tb_env_member(s, var, TB_ENV_BOOL);
 
 		if (field == NULL)
 			why = "internal error: no setting for this variable";
@@ -396,59 +270,19 @@ int tb_env_apply(struct tb_settings *s, const struct tb_env_var *var, const char
 	case TB_ENV_NUMBER:
 	case TB_ENV_PERCENT:
 	case TB_ENV_SHARE: {
-		int *field = member(s, var, var->kind);
+		int *field = tb_env_member(s, var, var->kind);
 
 		if (field == NULL)
 			why = "internal error: no setting for this variable";
 		else
-			why = apply_whole(field, var->kind, value);
+			why = tb_env_apply_whole(field, var->kind, value);
 		break;
 	}
-	case TB_ENV_GATE_SIZE: {
-		int *field = member(s, var, TB_ENV_GATE_SIZE), n;
-
-		if (field == NULL) {
-			why = "internal error: no setting for this variable";
-		} else if (strcmp(value, "auto") == 0) {
-			s->max_conns_auto = true;
-			*field = s->max_conns_ceiling; /* tb_settings_finish does it again */
-		} else if (parse_count(value, &n) == 0) {
-			s->max_conns_auto = false;
-			*field = n;
-		} else {
-			why = E_GATE_SIZE;
-		}
-		break;
-	}
-	case TB_ENV_PERIOD: {
-		int64_t *field = member(s, var, TB_ENV_PERIOD);
-
-		if (field == NULL)
-			why = "internal error: no setting for this variable";
-		else if (tb_duration_parse(value, &ns, &why) < 0)
-			break;
-		else if (ns <= 0)
-			why = E_PERIOD;
-		else
-			*field = ns;
-		break;
-	}
-	case TB_ENV_ERRNO: {
-		int e;
-
-		if (parse_errno(value, &e) == 0)
-			s->breaker_errno = e;
-		else
-			why = E_ERRNO;
-		break;
-	}
+	case TB_ENV_GATE_SIZE:
+	case TB_ENV_PERIOD:
+	case TB_ENV_ERRNO:
 	case TB_ENV_BREAKER_HTTP:
-		why = E_BREAKER_HTTP;
-		for (unsigned k = 0; k <= TB_BREAKER_HTTP_OFF; k++)
-			if (strcmp(value, breaker_http_names[k]) == 0) {
-				s->breaker_http = (uint8_t)k;
-				why = NULL;
-			}
+		why = tb_env_apply_value(s, var, value);
 		break;
 	case TB_ENV_BREAKER:
 		if (parse_bool(value, &flag) == 0)

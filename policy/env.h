@@ -31,7 +31,7 @@ enum tb_env_kind {
 	TB_ENV_SHARE,      /* "20%" or 20: 1..1000 (a share of other calls), or 0/off */
 	TB_ENV_ERRNO,      /* a refused connect's errno: ECONNREFUSED, ... (breaker_errno) */
 	TB_ENV_BREAKER_HTTP, /* gateway|5xx|off (breaker_http) */
-	TB_ENV_BREAKER,    /* on|off: the breaker's switch, over its two modes (settings.h) */
+	TB_ENV_BREAKER,    /* on|off: the breaker switch (tb_settings.breaker, resolved by finish) */
 };
 
 #define TB_ENV_NO_FIELD ((size_t)-1)
@@ -45,7 +45,7 @@ enum tb_env_kind {
  * type (DURATION, PERIOD: int64_t ns; COUNT, POSITIVE, NUMBER, PERCENT, SHARE: int; BOOL:
  * bool; GATE_SIZE: max_conns, and max_conns_auto beside it); every other kind sets the one
  * member of its own type (scope, on_timeout, log_target and log_path, gate_nonblocking,
- * log_level, breaker_errno, breaker_http, BREAKER's two modes) and has TB_ENV_NO_FIELD, as
+ * log_level, breaker_errno, breaker_http, the breaker switch) and has TB_ENV_NO_FIELD, as
  * has PATH, which sets nothing.
  */
 struct tb_env_var {

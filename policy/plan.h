@@ -119,6 +119,21 @@ struct tb_plan {
  */
 int tb_plan_run(const struct tb_plan_input *in, struct tb_plan *out);
 
+/* One line of tb_plan_protection, NUL included. */
+#define TB_PLAN_LINE_MAX 480
+#define TB_PLAN_PROTECTION_MAX 4
+
+/*
+ * What the downstream's protection does for a destination governed by s (finished), in the
+ * plan's words: a line for each of the breaker, what it counts as a failure, the retry
+ * budget and the adaptive gate that is on; none when all are off. The simulated call above
+ * is one caller's: these act across calls, so they are told, not played. Writes up to max
+ * lines; returns how many there are. Pure (policy/plan_protect.c).
+ * @unittest test_plan.c: test_protection_*
+ */
+size_t tb_plan_protection(const struct tb_settings *s, char (*lines)[TB_PLAN_LINE_MAX],
+			  size_t max);
+
 /* "connect", "sent", ... : the event's name in text and JSON output. */
 const char *tb_plan_what_name(enum tb_plan_what what);
 

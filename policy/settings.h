@@ -148,7 +148,7 @@ void tb_settings_init(struct tb_settings *s);
  * max_conns > 0). Call after parsing; calling it again changes nothing. With `observe` it
  * also clears every limit, the gate's bounds, the breaker, the retry budget, the adaptive
  * gate and `strict`: what a setting said no longer applies (an observed program is never
- * cut, never refused). @unittest test_env.c: test_breaker_switch, test_observe_clears_protection */
+ * cut, never refused). @unittest test_env_protect.c: test_breaker_switch, test_observe_clears_protection */
 void tb_settings_finish(struct tb_settings *s);
 
 /* True when a phase limit (dns included), the deadline, a gate, the breaker or the retry

@@ -67,6 +67,25 @@ out=$(TIMEBOX_READ_TIMOUT=1s TIMEBOX_LIBRARY="$lib" "$tb" run -- true 2>&1)
 [ $? = 2 ] && grep -q 'did you mean TIMEBOX_READ_TIMEOUT' <<<"$out" && ok || ko "typo: $out"
 TIMEBOX_MAX_CONNS=5 TIMEBOX_LIBRARY="$lib" "$tb" run -- true && ok || ko "gate settings refused"
 
+# The downstream's protection: --breaker is a flag, percentages take "%", auto is a size.
+expect 0 '--breaker-open-max DURATION' -- --help
+expect 0 '--max-conns N\|auto' -- --help
+out=$(env -u TIMEBOX_LIBRARY TIMEBOX_LIBRARY="$lib" "$tb" run --print-env --breaker \
+	--breaker-rate 40% --retry-budget=20 --max-conns auto --breaker-errno EHOSTUNREACH 2>&1)
+grep -q '^TIMEBOX_BREAKER=1$' <<<"$out" && grep -q '^TIMEBOX_BREAKER_RATE=40%$' <<<"$out" &&
+	grep -q '^TIMEBOX_RETRY_BUDGET=20$' <<<"$out" && grep -q '^TIMEBOX_MAX_CONNS=auto$' <<<"$out" &&
+	grep -q '^TIMEBOX_BREAKER_ERRNO=EHOSTUNREACH$' <<<"$out" && ok || ko "protection options: $out"
+expect 0 '' -- run --breaker=off --breaker-failures 5 -- true
+expect 2 '^timebox: --breaker-rate 150%: a percentage is a whole number from 1 to 100' \
+	-- run --breaker-rate 150% -- true
+expect 2 '^timebox: --breaker-open off: this setting cannot be off' -- run --breaker-open off -- true
+expect 2 '^timebox: --breaker-errno EPERM: an errno is ECONNREFUSED' -- run --breaker-errno EPERM -- true
+expect 2 '^timebox: --max-conns lots: a gate.s size is a whole number from 1 to 1000000, auto' \
+	-- run --max-conns lots -- true
+out=$(TIMEBOX_BREAKER_HTTP=4xx TIMEBOX_LIBRARY="$lib" "$tb" run -- true 2>&1)
+[ $? = 2 ] && grep -q '^timebox: TIMEBOX_BREAKER_HTTP=4xx: breaker_http is gateway' <<<"$out" &&
+	ok || ko "bad breaker_http: $out"
+
 # The configuration file is read before anything runs; its name reaches the program absolute.
 printf 'defaults = {\n  read_timeout = "250ms";\n};\n' > "$tmp/good.conf"
 printf 'defaults = {\n  read_timeout = 250;\n};\n' > "$tmp/bad.conf"

@@ -404,7 +404,7 @@ static void test_max_conns_auto(void **state)
 	n = lint("defaults = { max_conns = \"auto\"; expected_rps = 1000;"
 		 " expected_p99 = \"1ms\"; };", 0);
 	assert_int_equal(count(n, TB_LINT_LITTLE), 0);
-	has(first(n, TB_LINT_GATE_WAIT), "max_conns is auto (1 to 1000)");
+	has(first(n, TB_LINT_GATE_WAIT), "max_conns is auto (3 to 1000)");
 }
 
 int main(void)

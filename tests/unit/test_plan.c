@@ -395,6 +395,123 @@ static void test_retries_out_of_range(void **state)
 	assert_int_equal(tb_plan_run(&in, &plan), -1);
 }
 
+static char prot[TB_PLAN_PROTECTION_MAX][TB_PLAN_LINE_MAX];
+
+static void has_text(const char *line, const char *fragment)
+{
+	if (strstr(line, fragment) == NULL)
+		fail_msg("'%s' lacks '%s'", line, fragment);
+}
+
+/* Off by default: nothing is told. */
+static void test_protection_off(void **state)
+{
+	struct tb_settings s;
+
+	(void)state;
+	tb_settings_init(&s);
+	s.deadline_ns = 300 * MS;
+	tb_settings_finish(&s);
+	assert_int_equal(tb_plan_protection(&s, prot, TB_PLAN_PROTECTION_MAX), 0);
+}
+
+/* breaker = on: Envoy's 5 in a row, Hystrix's 50 % of 20 in 10 s, 30 s x n up to 300 s. */
+static void test_protection_breaker_defaults(void **state)
+{
+	struct tb_settings s;
+
+	(void)state;
+	tb_settings_init(&s);
+	s.breaker = 1;
+	tb_settings_finish(&s);
+	assert_int_equal(tb_plan_protection(&s, prot, TB_PLAN_PROTECTION_MAX), 2);
+	has_text(prot[0], "breaker: opens after 5 consecutive failures, or 50% of >= 20 calls "
+			  "in 10s");
+	has_text(prot[0], "refuses connects at once with ECONNREFUSED, nothing sent, for 30s, "
+			  "1m, 90s, ... up to 5m; then 1 probe:");
+	has_text(prot[1], "failures: connect refused");
+	has_text(prot[1], "HTTP 502, 503, 504");
+}
+
+/* One mode, a short cap, a slow-call limit, another errno, 5xx, several probes. */
+static void test_protection_breaker_settings(void **state)
+{
+	struct tb_settings s;
+
+	(void)state;
+	tb_settings_init(&s);
+	s.breaker_rate = 25;
+	s.breaker_min_calls = 40;
+	s.breaker_window_ns = 30 * S;
+	s.breaker_open_ns = 10 * S;
+	s.breaker_open_max_ns = 20 * S;
+	s.breaker_probes = 40; /* clamped to the 16 a half-open breaker lets through */
+	s.breaker_slow_ns = 800 * MS;
+	s.breaker_errno = EHOSTUNREACH;
+	s.breaker_http = TB_BREAKER_HTTP_5XX;
+	tb_settings_finish(&s);
+	assert_int_equal(tb_plan_protection(&s, prot, TB_PLAN_PROTECTION_MAX), 2);
+	has_text(prot[0], "opens after 25% failures of >= 40 calls in 30s;");
+	has_text(prot[0], "with EHOSTUNREACH, nothing sent, for 10s, 20s; then 16 probes:");
+	has_text(prot[1], "any HTTP 5xx; a first response byte later than 800ms");
+	/* no growth when the cap is the first opening */
+	s.breaker_open_max_ns = 10 * S;
+	s.breaker_failures = 3;
+	s.breaker_http = TB_BREAKER_HTTP_OFF;
+	assert_int_equal(tb_plan_protection(&s, prot, TB_PLAN_PROTECTION_MAX), 2);
+	has_text(prot[0], "opens after 3 consecutive failures, or 25% of >= 40 calls in 30s;");
+	has_text(prot[0], "for 10s each time;");
+	assert_null(strstr(prot[1], "HTTP"));
+}
+
+/* Finagle's budget: 20 % of first attempts plus 10 a second over 10 s; and the auto gate. */
+static void test_protection_budget_and_gate(void **state)
+{
+	struct tb_settings s;
+
+	(void)state;
+	tb_settings_init(&s);
+	s.retry_budget = 20;
+	s.max_conns_auto = true;
+	s.max_conns_floor = 4;
+	s.max_conns_ceiling = 64;
+	tb_settings_finish(&s);
+	assert_int_equal(s.max_conns, 64);
+	assert_int_equal(tb_plan_protection(&s, prot, TB_PLAN_PROTECTION_MAX), 2);
+	has_text(prot[0], "retry budget: a retry (the thread's next connect there within 10s of "
+			  "a failure) goes while retries stay within 20% of the first attempts of "
+			  "the last 10s, plus 10 a second (100 in the window)");
+	has_text(prot[0], "fails at once with ECONNREFUSED");
+	has_text(prot[1], "gate: sizes itself between 4 and 64 connections, from 20,");
+	has_text(prot[1], "at its ceiling, 64");
+	/* the start is clamped into [floor, ceiling]; max bounds what is written */
+	s.max_conns_ceiling = 8;
+	s.max_conns_floor = 2;
+	assert_int_equal(tb_plan_protection(&s, prot, 1), 2);
+	has_text(prot[0], "retry budget:");
+	assert_int_equal(tb_plan_protection(&s, prot, 2), 2);
+	has_text(prot[1], "between 2 and 8 connections, from 8,");
+}
+
+/* The timeline plays the gate at its ceiling: a slow-gate waits at it like a fixed one. */
+static void test_protection_auto_gate_played_at_ceiling(void **state)
+{
+	struct tb_plan_input in;
+	const struct tb_plan *p;
+
+	(void)state;
+	input(&in, "slow-gate=800ms,ok=50ms");
+	in.set.max_conns_auto = true;
+	in.set.max_conns_ceiling = 4;
+	in.set.acquire_ns = 100 * MS;
+	p = run(&in);
+	assert_int_equal(in.set.max_conns, 4);
+	assert_false(p->gate_ignored);
+	assert_int_equal(count_events(p, TB_EV_GATE_WAIT), 1);
+	assert_int_equal(p->outcome, TB_PLAN_FAILED);
+	assert_int_equal(p->fired, TB_PHASE_GATE);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -413,6 +530,11 @@ int main(void)
 		cmocka_unit_test(test_long_drip_is_elided),
 		cmocka_unit_test(test_parse_downstream),
 		cmocka_unit_test(test_retries_out_of_range),
+		cmocka_unit_test(test_protection_off),
+		cmocka_unit_test(test_protection_breaker_defaults),
+		cmocka_unit_test(test_protection_breaker_settings),
+		cmocka_unit_test(test_protection_budget_and_gate),
+		cmocka_unit_test(test_protection_auto_gate_played_at_ceiling),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
