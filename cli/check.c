@@ -189,7 +189,7 @@ static void check_usage(FILE *out)
 		"  propagate-outside-request a scope = call rule that propagates a deadline longer\n"
 		"                            than the request's (or none) under scope = request\n"
 		"  breaker-open-max-below-open  breaker_open_max shorter than breaker_open\n"
-		"  breaker-probes-clamped    breaker_probes above the 16 a half-open breaker lets through\n"
+		"  breaker-probes-clamped    breaker_probes above 16 (half-open lets 16 through)\n"
 		"  protection-blind-to-stalls  a breaker or a retry budget with no phase limit,\n"
 		"                            no deadline and no breaker_slow: a stall fails nothing\n"
 		"  max-conns-auto-shared     max_conns = auto with gate_shared (a fixed shared size)\n"

@@ -34,8 +34,7 @@ const struct tb_env_var tb_env_vars[] = {
 	{ "TIMEBOX_RETRY_WINDOW", "--retry-window", TB_ENV_DURATION, AT(retry_window_ns),
 	  "how long retries fail fast after a deadline (default: the deadline; not in event loops)" },
 	{ "TIMEBOX_MAX_CONNS", "--max-conns", TB_ENV_GATE_SIZE, AT(max_conns),
-	  "open sockets allowed per destination (the gate's size; default: no gate); auto: "
-	  "sized by latency" },
+	  "open sockets per destination (the gate's size; default: no gate); auto: sized by latency" },
 	{ "TIMEBOX_MAX_CONNS_FLOOR", "--max-conns-floor", TB_ENV_POSITIVE, AT(max_conns_floor),
 	  "with --max-conns auto: the smallest size the gate takes (default 1)" },
 	{ "TIMEBOX_MAX_CONNS_CEILING", "--max-conns-ceiling", TB_ENV_POSITIVE,

@@ -52,7 +52,8 @@ bool tb_settings_header_ok(const char *name)
 /*
  * The breaker's switch over its two modes: off wins over any mode's value, whatever layer
  * set it; on gives a mode left unset its anchor's value unless the other mode has one (a
- * mode given alone is what was asked for; one turned off stays off). Leaves the switch at 0, so that finishing again changes nothing.
+ * mode given alone is what was asked for; one turned off stays off). Leaves the switch at
+ * 0, so that finishing again changes nothing.
  */
 static void finish_breaker(struct tb_settings *s)
 {

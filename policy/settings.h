@@ -57,7 +57,6 @@ enum tb_breaker_http { TB_BREAKER_HTTP_GATEWAY, TB_BREAKER_HTTP_5XX, TB_BREAKER_
 /* The adaptive gate's first limit, clamped to [floor, ceiling] (docs/breaker.md). */
 #define TB_MAX_CONNS_AUTO_START 20
 
-
 #define TB_LOG_PATH_MAX 256
 /* The propagated deadline's header name: a token of 1..63 characters, and its NUL. */
 #ifndef TB_PROP_HEADER_MAX
@@ -143,12 +142,12 @@ void tb_settings_init(struct tb_settings *s);
 /* Resolves the "not set" markers (first_byte falls back to read, dns to connect, an unset
  * breaker mode is off) and the breaker's switch: `breaker = off` turns both of its modes
  * off, `on` gives a mode left unset its anchor's value (5 consecutive, 50 %) unless the
- * other mode has a value. With
- * max_conns_auto, max_conns becomes the ceiling (every "gate present" test stays
- * max_conns > 0). Call after parsing; calling it again changes nothing. With `observe` it
- * also clears every limit, the gate's bounds, the breaker, the retry budget, the adaptive
- * gate and `strict`: what a setting said no longer applies (an observed program is never
- * cut, never refused). @unittest test_env_protect.c: test_breaker_switch, test_observe_clears_protection */
+ * other mode has a value. With max_conns_auto, max_conns becomes the ceiling (every "gate
+ * present" test stays max_conns > 0). Call after parsing; calling it again changes nothing.
+ * With `observe` it also clears every limit, the gate's bounds, the breaker, the retry
+ * budget, the adaptive gate and `strict`: what a setting said no longer applies (an
+ * observed program is never cut, never refused).
+ * @unittest test_env_protect.c: test_breaker_switch, test_observe_clears_protection */
 void tb_settings_finish(struct tb_settings *s);
 
 /* True when a phase limit (dns included), the deadline, a gate, the breaker or the retry
