@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "breaker.h"
 #include "duration.h"
 #include "frame.h"
 
@@ -40,8 +41,6 @@ static void add(struct sink *s, const char *rule, const char *fix, const char *f
 
 #define D(ns, b) tb_duration_format((ns), (b), sizeof(b))
 
-/* policy/breaker.h's TB_BREAKER_PROBES_MAX: a half-open breaker lets no more through. */
-#define TB_LINT_PROBES_MAX 16
 
 /* The limit a stalled downstream costs each attempt: first_byte (which follows read). */
 static const char *first_byte_name(const struct tb_resolved *r, int fb_field)
@@ -343,11 +342,11 @@ static void lint_protection(struct sink *s, const struct tb_resolved *r)
 		    D(c->breaker_open_max_ns, a), D(c->breaker_open_ns, b),
 		    D(c->breaker_open_max_ns, a));
 	}
-	if (breaker && c->breaker_probes > TB_LINT_PROBES_MAX)
+	if (breaker && c->breaker_probes > TB_BREAKER_PROBES_MAX)
 		add(s, TB_LINT_PROBES, "set breaker_probes to 16 or less (1 to 5 is usual)",
 		    "breaker_probes %d is more than the %d connects a half-open breaker lets "
 		    "through: it lets %d",
-		    c->breaker_probes, TB_LINT_PROBES_MAX, TB_LINT_PROBES_MAX);
+		    c->breaker_probes, TB_BREAKER_PROBES_MAX, TB_BREAKER_PROBES_MAX);
 	if ((breaker || budget) && c->connect_ns == 0 && c->first_byte_ns == 0 && c->read_ns == 0 &&
 	    c->deadline_ns == 0 && c->breaker_slow_ns == 0)
 		add(s, TB_LINT_BLIND,

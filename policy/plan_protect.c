@@ -6,13 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "breaker.h"
 #include "duration.h"
 #include "env.h"
 
 /* The openings the breaker would need to reach its cap, shown before "...". */
 #define OPENINGS_SHOWN 3
-/* policy/breaker.h's TB_BREAKER_PROBES_MAX: a half-open breaker lets no more through. */
-#define PROBES_MAX 16
 
 #define D(ns, b) tb_duration_format((ns), (b), sizeof(b))
 
@@ -52,7 +51,7 @@ static void breaker_line(const struct tb_settings *s, char *line, size_t len)
 {
 	char when[160], grows[120], d[TB_DURATION_TEXT_MAX];
 	const char *err = tb_env_errno_name(s->breaker_errno);
-	int probes = s->breaker_probes < PROBES_MAX ? s->breaker_probes : PROBES_MAX;
+	int probes = s->breaker_probes < TB_BREAKER_PROBES_MAX ? s->breaker_probes : TB_BREAKER_PROBES_MAX;
 
 	if (s->breaker_failures > 0 && s->breaker_rate > 0)
 		snprintf(when, sizeof(when), "%d consecutive failures, or %d%% of >= %d calls in %s",

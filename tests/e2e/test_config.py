@@ -287,7 +287,8 @@ CONF_DIR = os.path.join(lib.ROOT, "conf")
 # Every example, and what `timebox check` says of it: the seed's inventory client warns on
 # purpose (its comment says why); the others are clean.
 EXAMPLES = {"inventory.conf": (1, ["phases-exceed-deadline"]), "service.conf": (0, []),
-            "streaming.conf": (0, []), "redis.conf": (0, []), "order.conf": (0, [])}
+            "streaming.conf": (0, []), "redis.conf": (0, []), "order.conf": (0, []),
+            "breaker.conf": (0, [])}
 
 
 def check(*args, env=None):
