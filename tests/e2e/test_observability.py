@@ -213,6 +213,66 @@ def test_stats_pid_shows_the_gate():
         p.communicate()
 
 
+# A program whose connects the breaker refuses, kept alive for `timebox stats` to look at.
+REFUSED_CLIENT = r"""
+import socket, sys
+port = int(sys.argv[1])
+for i in range(8):
+    s = socket.socket()
+    try:
+        s.connect(("127.0.0.1", port))
+    except OSError as e:
+        print(e.errno, flush=True)
+    s.close()
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_stats_show_the_breaker_and_the_retry_budget():
+    """The operator's view of the downstream's protection: eight connects to a port nobody
+    listens on, the breaker at 3 failures: three refused by the kernel (the second and third
+    are the thread's retries, let through by the retry budget's floor), then the breaker
+    open and five refused at once, nothing sent."""
+    port = lib.free_port()
+    env = {"TIMEBOX_BREAKER_FAILURES": "3", "TIMEBOX_BREAKER_OPEN": "30s",
+           "TIMEBOX_RETRY_BUDGET": "20%"}
+    p = subprocess.Popen(["python3", "-c", REFUSED_CLIENT, str(port)],
+                         env=lib.preload_env(env), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        errnos = [p.stdout.readline().strip() for _ in range(8)]
+        assert errnos == ["111"] * 8, errnos
+        assert p.stdout.readline().strip() == "ready"
+        out = timebox("stats", p.pid)
+        assert out.returncode == 0, out.stderr
+        print(out.stdout)
+        rows = [l.split() for l in out.stdout.splitlines()
+                if l.startswith("127.0.0.1:%d " % port)]
+        assert len(rows) == 2, out.stdout  # the destinations' table, then the protection's
+        assert rows[1][1:6] == ["open", "1", "5", "2", "0"], rows[1]
+        prom = timebox("stats", p.pid, "--prom")
+        types, series = parse_prom(prom.stdout)
+        lab = '{dest="127.0.0.1:%d",pid="%d"}' % (port, p.pid)
+        assert types["timebox_breaker_state"] == "gauge"
+        assert series[("timebox_breaker_state", lab)] == 1, prom.stdout
+        assert series[("timebox_breaker_opened_total", lab)] == 1
+        assert series[("timebox_breaker_refused_total", lab)] == 5
+        assert series[("timebox_retries_total", lab)] == 2
+        assert series[("timebox_retry_refused_total", lab)] == 0
+        assert series[("timebox_gate_auto_max", lab)] == 0
+    finally:
+        p.stdin.close()
+        p.wait(timeout=10)
+    err = p.stderr.read()
+    opened = lib.tb_records(err, event="breaker")
+    assert [r["state"] for r in opened] == ["open"], err
+    assert opened[0]["reason"] == "consecutive" and opened[0]["last"] == "refused", err
+    assert opened[0]["failures"] == "3" and opened[0]["for_ms"] == "30000", err
+    rejects = lib.tb_records(err, event="reject", reason="breaker")
+    assert len(rejects) == 1 and rejects[0]["refused"] == "1", err  # one line per opening
+
+
 def test_stats_file_appears_and_updates():
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "app.prom")
