@@ -853,8 +853,7 @@ def bench_storm(rep, cfg):
         text += " **This build refused the breaker's settings (%s): its column ran with " \
                 "timeouts only.**" % missing
     rep.section("The storm: a downstream's GC pause", text)
-    allowed = storm.BREAKER["TIMEBOX_BREAKER_FAILURES"] + \
-        storm.BREAKER["TIMEBOX_BREAKER_PROBES"] * brk["openings"]
+    allowed = storm.BREAKER_FAILURES + storm.BREAKER_PROBES * brk["openings"]
     rep.target("storm: with the breaker, the stall's handshakes after the first timeouts "
                "<= threshold + probes per opening",
                not missing and brk["openings"] > 0 and brk["after_first"] <= allowed,
@@ -862,7 +861,8 @@ def bench_storm(rep, cfg):
                "%d handshakes, %d allowed (%d openings)" % (brk["after_first"], allowed,
                                                              brk["openings"]))
     rep.target("storm: with the breaker, calls succeed within breaker_open + 1 s of the "
-               "stall's end", not missing and 0 <= brk["recovered_ms"] <= 2000,
+               "stall's end",
+               not missing and 0 <= brk["recovered_ms"] <= storm.BREAKER_OPEN_MS + 1000,
                "not in this build: " + missing if missing else
                "%d ms" % brk["recovered_ms"])
 
@@ -904,8 +904,10 @@ def bench_adaptive(rep, cfg):
                 % missing
     rep.section("The gate that sizes itself", text)
     f = auto["inflight"]
-    rep.target("adaptive: in flight settles near %d (p50 within 5..16)" % storm.ADAPTIVE_WORKERS,
-               not missing and 5 <= f.get("p50", -1) <= 16,
+    low, high = storm.ADAPTIVE_BAND
+    rep.target("adaptive: in flight settles near %d (p50 within %d..%d)" % (
+               storm.ADAPTIVE_WORKERS, low, high),
+               not missing and low <= f.get("p50", -1) <= high,
                "not in this build: " + missing if missing else "p50 %d" % f.get("p50", -1))
     others = min(runs[("queue", "no gate")]["xp99_ms"], runs[("queue", "max_conns 100")]["xp99_ms"])
     rep.target("adaptive: exchange p99 below no gate's and max_conns 100's",
