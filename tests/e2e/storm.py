@@ -184,6 +184,8 @@ def time_wait(port):
 
 # ---- the storm ------------------------------------------------------------------------------
 
+# (name, timebox's settings or None for a native run, stormcli's options). Without timebox
+# the program keeps its own 250 ms SO_RCVTIMEO; under timebox the limit is timebox's alone.
 STORM_COLUMNS = [
     ("no timebox", None, {"rcvtimeo": READ_TIMEOUT_MS}),
     ("timeouts only", {"TIMEBOX_READ_TIMEOUT": "%dms" % READ_TIMEOUT_MS}, {}),
