@@ -15,7 +15,7 @@ lib.scrub_timebox_env()
 
 TIMEOUT = {"test_storm_three_columns": 90, "test_retry_budget_caps_the_load": 60,
            "test_adaptive_gate_settles_near_the_downstreams_concurrency": 90,
-           "test_adaptive_gate_does_not_throttle_a_healthy_downstream": 60,
+           "test_adaptive_gate_does_not_throttle_a_healthy_downstream": 70,
            "test_breaker_stays_closed_on_occasional_failures": 40}
 
 
@@ -152,12 +152,17 @@ def test_adaptive_gate_settles_near_the_downstreams_concurrency():
 
 
 def test_adaptive_gate_does_not_throttle_a_healthy_downstream():
-    # Its latency does not grow with concurrency: the callers need all 50 in flight.
+    # Its latency does not grow with concurrency: the callers need all 50 in flight. The
+    # limit starts at 20 and grows window by window; the figures are the steady state's,
+    # after 3 s, and the timeline shows the climb.
     server = ["--delay-ms", 20]
-    columns = [(name, storm.closed_loop(server, env, secs=3, warmup_ms=1500))
+    columns = [(name, storm.closed_loop(server, env, secs=6, warmup_ms=3000))
                for name, env in (storm.ADAPTIVE_COLUMNS[0], storm.ADAPTIVE_COLUMNS[2])]
     storm.print_closed_loop("adaptive gate: %d closed-loop callers, a healthy downstream "
                             "(20 ms, any number at once)" % storm.ADAPTIVE_THREADS, columns)
+    for name, c in columns:
+        print("  %-16s calls per second: %s" % (name, " ".join(
+            str(ok) for _, ok, _, _ in c["run"].timeline)))
     free, auto = columns[0][1], columns[1][1]
     assert free["run"].returncode == 0 and free["failed"] == 0, free["run"]
     assert free["inflight"]["p50"] >= 0.8 * storm.ADAPTIVE_THREADS, free["inflight"]
