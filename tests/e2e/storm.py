@@ -25,8 +25,10 @@ THREADS, SECS, READ_TIMEOUT_MS = 50, 8, 250
 # for 2 ms: a connect refused at once must not spin 50 threads on a 2-core machine.
 THINK_MS, RETRY_PAUSE_MS = 10, 2
 # The breaker column's settings (the runtime of issue 19).
-BREAKER = {"TIMEBOX_BREAKER_FAILURES": 5, "TIMEBOX_BREAKER_OPEN": "1s",
-           "TIMEBOX_BREAKER_PROBES": 1}
+BREAKER_FAILURES, BREAKER_OPEN_MS, BREAKER_PROBES = 5, 1000, 1
+BREAKER = {"TIMEBOX_BREAKER_FAILURES": BREAKER_FAILURES,
+           "TIMEBOX_BREAKER_OPEN": "%dms" % BREAKER_OPEN_MS,
+           "TIMEBOX_BREAKER_PROBES": BREAKER_PROBES}
 
 
 def t0_ahead(ms=400):
@@ -182,6 +184,8 @@ def time_wait(port):
 
 # ---- the storm ------------------------------------------------------------------------------
 
+# (name, timebox's settings or None for a native run, stormcli's options). Without timebox
+# the program keeps its own 250 ms SO_RCVTIMEO; under timebox the limit is timebox's alone.
 STORM_COLUMNS = [
     ("no timebox", None, {"rcvtimeo": READ_TIMEOUT_MS}),
     ("timeouts only", {"TIMEBOX_READ_TIMEOUT": "%dms" % READ_TIMEOUT_MS}, {}),
@@ -241,6 +245,9 @@ def print_storm(columns):
 
 ADAPTIVE_THREADS = 50
 ADAPTIVE_WORKERS, ADAPTIVE_SERVICE_MS = 8, 10
+# "Near 8": the band the downstream's median in-flight must settle in with max_conns=auto.
+# Envoy's gradient (limit x minRTT x 1.1 / RTT + sqrt(limit)) settles at about 12 here.
+ADAPTIVE_BAND = (5, 16)
 ADAPTIVE_COLUMNS = [("no gate", {}), ("max_conns 100", {"TIMEBOX_MAX_CONNS": 100}),
                     ("max_conns auto", {"TIMEBOX_MAX_CONNS": "auto"})]
 

@@ -10,7 +10,7 @@ import tempfile
 
 import lib
 
-TIMEOUT = {"test_bench_quick_mode_produces_every_workload": 230}
+TIMEOUT = {"test_bench_quick_mode_produces_every_workload": 250}
 
 RUN_PY = os.path.join(lib.ROOT, "tests", "bench", "run.py")
 WORKLOADS = ["exchange", "syscalls", "fastpath", "precision", "scale", "gate", "epoll",
@@ -40,7 +40,7 @@ def test_bench_quick_mode_produces_every_workload():
     out = tempfile.mkdtemp(prefix="tb-bench-quick-")
     try:
         res = lib.run([sys.executable, RUN_PY, "--quick", "--out", out],
-                      env=dict(os.environ, TB_BUILD=lib.BUILD), timeout=220)
+                      env=dict(os.environ, TB_BUILD=lib.BUILD), timeout=240)
         assert res.returncode == 0, res
         with open(os.path.join(out, "results.json")) as f:
             data = json.load(f)

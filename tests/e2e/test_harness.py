@@ -1,5 +1,6 @@
 """Tests of the test fixtures themselves, without the library: the fault server's faults
-(via plain Python sockets and curl) and blockcli's behaviour as a legacy client."""
+(via plain Python sockets and curl), blockcli's behaviour as a legacy client, and the storm
+server's pause, queue and failures with stormcli's counts (storm.py)."""
 
 import errno
 import select
@@ -323,3 +324,101 @@ def test_faultserver_survives_many_clients_leaving():
             t.join()
         srv.wait_idle()
         assert exchange(srv, "/ok")[0] == 200
+
+
+# ---- the storm server and caller (storm.py), natively ---------------------------------------
+
+import storm  # noqa: E402
+
+
+def storm_exchange(srv, timeout=10):
+    """One HTTP/1.0 request on a fresh connection: (status or the errno name, ms)."""
+    start = time.monotonic()
+    try:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=timeout) as s:
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            data = b""
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        status = int(data.split()[1]) if data else "EOF"
+    except ConnectionResetError:
+        status = "ECONNRESET"
+    return status, (time.monotonic() - start) * 1000
+
+
+def test_stormserver_pauses_in_its_window_only():
+    t0 = storm.t0_ahead(0)
+    with storm.StormServer(["--stall-from", 300, "--stall-to", 800, "--stall-ms", 600],
+                           t0=t0) as srv:
+        status, before = storm_exchange(srv)
+        assert status == 200 and before < 200, (status, before)
+        storm.sleep_until(t0, 400)
+        status, during = storm_exchange(srv)
+        assert status == 200 and 600 <= during < lib.slack(600), (status, during)
+        status, after = storm_exchange(srv)      # arrives after 1000 ms: the window is over
+        assert status == 200 and after < 200, (status, after)
+        assert srv.accepts(0, 300) == 1 and srv.accepts(300, 800) == 1, srv.stats()
+        assert srv.stats()["accepted"] == 3
+
+
+def test_stormserver_serves_n_at_a_time_in_arrival_order():
+    with storm.StormServer(["--workers", 2, "--service-ms", 200]) as srv:
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(storm_exchange(srv)))
+                   for _ in range(6)]
+        start = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        total = (time.monotonic() - start) * 1000
+        ends = sorted(ms for _, ms in results)
+        assert all(status == 200 for status, _ in results), results
+        # Three waves of two: counted from before any started, not sooner than 600 ms (a
+        # call's own time starts with its thread, later, so it is only bounded above).
+        assert 600 <= total < 600 + 1000 and ends[-1] < 600 + 1000, (total, ends)
+        assert srv.stats()["max_inflight"] == 6, srv.stats()
+        f = srv.inflight(0, 10 ** 9)
+        assert f["samples"] > 0 and f["max"] == 6, f
+
+
+def test_stormserver_failures():
+    with storm.StormServer(["--fail", "reset"]) as srv:
+        assert storm_exchange(srv)[0] == "ECONNRESET"
+    with storm.StormServer(["--fail", "503"]) as srv:
+        assert storm_exchange(srv)[0] == 503
+    with storm.StormServer(["--fail", "close"]) as srv:
+        assert storm_exchange(srv)[0] == "EOF"
+    with storm.StormServer(["--fail-every", 5]) as srv:
+        got = [storm_exchange(srv)[0] for _ in range(20)]
+        assert got == ([200] * 4 + ["ECONNRESET"]) * 4, got
+        st = srv.stats()
+        assert (st["answered"], st["failed"]) == (16, 4), st
+
+
+def test_stormcli_retries_and_counts():
+    t0 = storm.t0_ahead()
+    with storm.StormServer(["--fail", "reset"], t0=t0) as srv:
+        run = storm.run_caller(srv.port, t0, lib.native_env(clean=True), threads=2, secs=1,
+                               retries=3, think_ms=50)
+        st = srv.stats()
+    assert run.returncode == 0, run
+    t = run.total
+    assert t["ok"] == 0 and t["attempts"] == 4 * t["first"] == st["accepted"], (t, st)
+    assert t["err_ECONNRESET"] == t["attempts"] and t["refused"] == 0, t
+    t0 = storm.t0_ahead()
+    with storm.StormServer([], t0=t0) as srv:
+        run = storm.run_caller(srv.port, t0, lib.native_env(clean=True), threads=4, secs=1,
+                               mark_ms=500)
+        st = srv.stats()
+    t = run.total
+    assert t["ok"] == t["attempts"] == st["answered"] and t["failed"] == 0, (t, st)
+    assert t["max_inflight"] <= 4 and 0 <= t["recovered_ms"] < 100, t
+    assert sum(ok for _, ok, _, _ in run.timeline) == t["ok"], run
+    # Nothing listens: every connect is refused at once, and counted as such.
+    run = storm.run_caller(lib.free_port(), storm.t0_ahead(), lib.native_env(clean=True),
+                           threads=1, secs=1, retries=0, think_ms=100)
+    assert run.total["refused"] == run.total["attempts"] > 0, run

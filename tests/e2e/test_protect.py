@@ -15,7 +15,7 @@ lib.scrub_timebox_env()
 
 TIMEOUT = {"test_storm_three_columns": 90, "test_retry_budget_caps_the_load": 60,
            "test_adaptive_gate_settles_near_the_downstreams_concurrency": 90,
-           "test_adaptive_gate_does_not_throttle_a_healthy_downstream": 60,
+           "test_adaptive_gate_does_not_throttle_a_healthy_downstream": 70,
            "test_breaker_stays_closed_on_occasional_failures": 40}
 
 
@@ -59,9 +59,8 @@ def test_storm_three_columns():
     c = by["timeouts + breaker"]
     run = c["run"]
     require_runtime(run, "timeouts + breaker")
-    threshold = storm.BREAKER["TIMEBOX_BREAKER_FAILURES"]
-    probes = storm.BREAKER["TIMEBOX_BREAKER_PROBES"]
-    open_ms = 1000
+    threshold, probes, open_ms = storm.BREAKER_FAILURES, storm.BREAKER_PROBES, \
+        storm.BREAKER_OPEN_MS
     openings = run.openings()
     assert openings, "the breaker never opened during a 3 s stall:\n%r" % run
     allowed = threshold + probes * len(openings)
@@ -142,7 +141,8 @@ def test_adaptive_gate_settles_near_the_downstreams_concurrency():
     require_runtime(auto["run"], "max_conns auto")
     assert auto["run"].returncode == 0 and auto["failed"] == 0, auto["run"]
     f = auto["inflight"]
-    assert 5 <= f["p50"] <= 16 and f["p90"] <= 24, \
+    low, high = storm.ADAPTIVE_BAND
+    assert low <= f["p50"] <= high and f["p90"] <= 1.5 * high, \
         "auto: the downstream's in-flight did not settle near %d: %r" % (
             storm.ADAPTIVE_WORKERS, f)
     # The exchange (request sent to first byte) is what the downstream makes the caller
@@ -152,12 +152,17 @@ def test_adaptive_gate_settles_near_the_downstreams_concurrency():
 
 
 def test_adaptive_gate_does_not_throttle_a_healthy_downstream():
-    # Its latency does not grow with concurrency: the callers need all 50 in flight.
+    # Its latency does not grow with concurrency: the callers need all 50 in flight. The
+    # limit starts at 20 and grows window by window; the figures are the steady state's,
+    # after 3 s, and the timeline shows the climb.
     server = ["--delay-ms", 20]
-    columns = [(name, storm.closed_loop(server, env, secs=4, warmup_ms=2000))
-               for name, env in (("no gate", {}), ("max_conns auto", {"TIMEBOX_MAX_CONNS": "auto"}))]
+    columns = [(name, storm.closed_loop(server, env, secs=6, warmup_ms=3000))
+               for name, env in (storm.ADAPTIVE_COLUMNS[0], storm.ADAPTIVE_COLUMNS[2])]
     storm.print_closed_loop("adaptive gate: %d closed-loop callers, a healthy downstream "
                             "(20 ms, any number at once)" % storm.ADAPTIVE_THREADS, columns)
+    for name, c in columns:
+        print("  %-16s calls per second: %s" % (name, " ".join(
+            str(ok) for _, ok, _, _ in c["run"].timeline)))
     free, auto = columns[0][1], columns[1][1]
     assert free["run"].returncode == 0 and free["failed"] == 0, free["run"]
     assert free["inflight"]["p50"] >= 0.8 * storm.ADAPTIVE_THREADS, free["inflight"]
