@@ -120,7 +120,7 @@ BENCH_BINS := $(patsubst %.c,$(BUILD)/%,$(BENCH_C))
 REGRESS_JOBS ?= 2
 E2E_JOBS     ?= 2
 
-.PHONY: all test unit regress e2e stress stress-short demo bench clean deps-check deps-test install uninstall deb \
+.PHONY: all test unit regress e2e musl-clients stress stress-short demo bench clean deps-check deps-test install uninstall deb \
 	check-exports check-layers conformance conformance-short
 
 # Installed layout (make install PREFIX=/usr/local DESTDIR=/tmp/stage). The launcher finds
@@ -315,7 +315,17 @@ conformance-short: all
 	@TB_BUILD=$(BUILD) TB_SANITIZE=$(SANITIZE) timeout -k 10 900 \
 		python3 tests/conformance/run.py --subset --jobs 4 $(CONFORMANCE_ARGS)
 
-e2e: all $(E2E_BINS) $(BUILD)/tests/e2e/clients/blockcli_fortify $(BENCH_BINS)
+# The musl column (tests/e2e/test_musl.py): the musl build and the project's own C clients
+# built with musl-gcc, run through the launcher of the build under test.
+MUSL_CLIENTS := $(addprefix build/musl/tests/e2e/clients/,blockcli evcli stdiocli gaicli)
+ifneq ($(MUSL),)
+musl-clients: $(MUSL_CLIENTS)
+else
+musl-clients:
+	@$(MAKE) --no-print-directory MUSL=1 SANITIZE= all musl-clients
+endif
+
+e2e: all $(E2E_BINS) $(BUILD)/tests/e2e/clients/blockcli_fortify $(BENCH_BINS) musl-clients
 	@TB_BUILD=$(BUILD) TB_SANITIZE=$(SANITIZE) python3 tests/e2e/run.py -j $(E2E_JOBS) $(E2E_ARGS)
 
 test: deps-test
