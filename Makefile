@@ -89,11 +89,13 @@ endif
 #   cli/     the launcher and operator's tool               -Icli -Ipolicy
 POLICY_SRCS  := $(wildcard policy/*.c)
 RUNTIME_SRCS := $(wildcard shim/*.c)
-# musl's FILE is opaque (no glibc libio fields, no __uflow): the stdio hooks, which move
-# bytes through glibc's buffer pointers, are glibc's only; a musl program's stdio on a
-# socket is not governed (docs/operations.md, musl).
+# musl's FILE is opaque (no glibc libio fields, no __uflow): the glibc build's stdio hooks
+# move bytes through glibc's buffer pointers; the musl build has its own readers, on musl's
+# <stdio_ext.h> (hooks_stdio_musl.c).
 ifneq ($(MUSL),)
 RUNTIME_SRCS := $(filter-out shim/hooks_stdio.c shim/hooks_scanf.c shim/stdio_wait.c,$(RUNTIME_SRCS))
+else
+RUNTIME_SRCS := $(filter-out shim/hooks_stdio_musl.c,$(RUNTIME_SRCS))
 endif
 CLI_SRCS     := $(wildcard cli/*.c)
 POLICY_OBJS  := $(POLICY_SRCS:%.c=$(BUILD)/obj/%.o)

@@ -201,6 +201,39 @@ def test_musl_evcli_stall_cut_at_first_byte():
             assert 500 <= int(rec["elapsed_ms"]) < lib.slack(500), (mode, r)
 
 
+STDIO_APIS = ["fgets", "fgets_unlocked", "fread", "getc", "getc_unlocked", "getline"]
+
+
+def test_musl_stdio_readers_are_governed():
+    # musl refills a FILE with its own readv, unseen by any hook: the musl build reads a
+    # governed socket's FILE itself, one wait per refill (shim/hooks_stdio_musl.c).
+    stdiocli = musl_client("stdiocli")
+    with FaultServer() as srv:
+        for api in STDIO_APIS:
+            cmd = [stdiocli, "--port", str(srv.port), "--api", api, "--path"]
+            r = timebox_run(["--read-timeout", "250ms"], cmd + ["/stall"], timeout=10)
+            rec = lib.parse_logfmt(r.stdout.strip())
+            assert (rec.get("result"), rec.get("errno"), rec.get("ferror"), rec.get("feof")) \
+                == ("error", "ETIMEDOUT", "1", "0"), (api, r)
+            assert_fired(float(rec["ms"]), 250, "%s's first byte timeout" % api)
+            one_event(r.stderr, event="timeout", phase="first_byte", limit_ms=250)
+
+            r = timebox_run(["--read-timeout", "2s", "--deadline", "700ms"],
+                            cmd + ["/drip?ms=100&n=30"], timeout=10)
+            rec = lib.parse_logfmt(r.stdout.strip())
+            assert (rec.get("result"), rec.get("errno")) == ("error", "ETIMEDOUT"), (api, r)
+            assert int(rec["bytes"]) > 0, (api, r)
+            assert_fired(float(rec["ms"]), 700, "%s's deadline" % api)
+            one_event(r.stderr, event="timeout", phase="deadline", limit_ms=700)
+
+            # Gaps of 150 ms under a 400 ms read timeout: each refill is its own wait, so
+            # a response slower in all than the limit is read whole, as natively.
+            native = lib.run(cmd + ["/drip?ms=150&n=8"], env=lib.native_env(clean=True))
+            r = timebox_run(["--read-timeout", "400ms"], cmd + ["/drip?ms=150&n=8"])
+            assert native.returncode == 0 and r.returncode == 0, (api, r)
+            assert no_times(r.stdout) == no_times(native.stdout) and r.stderr == "", (api, r)
+
+
 def no_times(out):
     """out without the fields that carry times (ms=, total_ms=): what must be identical."""
     return [" ".join(f for f in line.split() if not f.startswith(("ms=", "total_ms=")))
