@@ -403,6 +403,19 @@ static int print_env(void)
 	return fflush(stdout) == 0 ? EXIT_SUCCESS : EXIT_USAGE;
 }
 
+/* The libc of the program to run; with no command (--print-env alone, for a manifest), the
+ * launcher's own: the static musl launcher is the one an Alpine image carries. */
+static enum tb_libc program_libc(const struct run_args *args)
+{
+	if (args->command != NULL)
+		return tb_program_libc(args->command[0]);
+#ifdef __GLIBC__
+	return TB_LIBC_GLIBC;
+#else
+	return TB_LIBC_MUSL;
+#endif
+}
+
 /* `timebox run ...`: returns an exit status only when the command could not be started. */
 static int run(int argc, char **argv)
 {
@@ -419,7 +432,7 @@ static int run(int argc, char **argv)
 		return rc < 0 ? EXIT_SUCCESS : rc;
 	if (validate(&args) != 0)
 		return EXIT_USAGE;
-	if ((rc = find_library(tb_program_libc(args.command[0]), lib)) != 0 ||
+	if ((rc = find_library(program_libc(&args), lib)) != 0 ||
 	    (rc = export_options(&args)) != 0 ||
 	    (rc = add_preload(lib)) != 0)
 		return rc;

@@ -87,6 +87,12 @@ def test_launcher_picks_the_musl_build_for_a_musl_program():
     assert r.returncode == 0 and "LD_PRELOAD=%s\n" % os.path.realpath(MUSL_LIB) in r.stdout, r
     r = timebox_run(["--print-env"], [lib.BLOCKCLI])
     assert r.returncode == 0 and "LD_PRELOAD=%s\n" % os.path.realpath(lib.LIB) in r.stdout, r
+    # No command (a manifest's variables): the launcher's own libc decides.
+    require_plain_build()
+    r = lib.run([lib.LAUNCHER, "run", "--print-env"], env=env)
+    assert r.returncode == 0 and "LD_PRELOAD=%s\n" % os.path.realpath(lib.LIB) in r.stdout, r
+    r = lib.run([MUSL_LAUNCHER, "run", "--print-env"], env=env)
+    assert r.returncode == 0 and "LD_PRELOAD=%s\n" % os.path.realpath(MUSL_LIB) in r.stdout, r
     with tempfile.TemporaryDirectory() as d:
         # A #! script is judged by its interpreter, found on PATH through env.
         os.symlink(musl, os.path.join(d, "muslprog"))
