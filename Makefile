@@ -355,7 +355,7 @@ install: all
 		$(DESTDIR)$(MANDIR)/man5 \
 		$(DESTDIR)$(EXAMPLEDIR)
 	install -m 0755 $(LAUNCHER) $(DESTDIR)$(BINDIR)/timebox
-	install -m 0644 $(LIB) $(DESTDIR)$(PKGLIBDIR)/libtimebox.so
+	install -m 0644 $(LIB) $(DESTDIR)$(PKGLIBDIR)/$(LIB_FILE)
 	install -m 0644 include/timebox.h $(DESTDIR)$(INCLUDEDIR)/timebox.h
 	install -m 0644 docs/timebox.1 $(DESTDIR)$(MANDIR)/man1/timebox.1
 	install -m 0644 docs/timebox.conf.5 $(DESTDIR)$(MANDIR)/man5/timebox.conf.5
@@ -364,7 +364,7 @@ install: all
 		echo '.so man3/timebox_deadline_begin.3' > $(DESTDIR)$(MANDIR)/man3/$$f.3; done
 	install -m 0644 $(EXAMPLES) $(DESTDIR)$(EXAMPLEDIR)/
 	printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$${prefix}/include' \
-		'libdir=$(PKGLIBDIR)' 'preload=$${libdir}/libtimebox.so' '' \
+		'libdir=$(PKGLIBDIR)' 'preload=$${libdir}/$(LIB_FILE)' '' \
 		'Name: timebox' \
 		'Description: per-phase timeouts and deadlines for TCP clients, by LD_PRELOAD' \
 		'Version: $(VERSION)' 'Cflags: -I$${includedir}' \
@@ -373,7 +373,7 @@ install: all
 		> $(DESTDIR)$(PCDIR)/timebox.pc
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/timebox $(DESTDIR)$(PKGLIBDIR)/libtimebox.so \
+	rm -f $(DESTDIR)$(BINDIR)/timebox $(DESTDIR)$(PKGLIBDIR)/$(LIB_FILE) \
 		$(DESTDIR)$(INCLUDEDIR)/timebox.h $(DESTDIR)$(PCDIR)/timebox.pc \
 		$(DESTDIR)$(MANDIR)/man1/timebox.1 $(DESTDIR)$(MANDIR)/man5/timebox.conf.5 \
 		$(DESTDIR)$(MANDIR)/man3/timebox_deadline_begin.3 \
