@@ -9,6 +9,9 @@
 #   make bench [QUICK=1]      benchmarks against native and a HAProxy sidecar -> docs/benchmarks.md
 #   make install [PREFIX=/usr/local] [DESTDIR=...]   and make uninstall
 #   make SANITIZE=address     (or undefined, thread) builds into build/san-<name>/ instead
+#   make MUSL=1               build/musl/lib/libtimebox-musl.so and a static build/musl/bin/timebox
+#                             with musl-gcc (Debian's musl-tools), for Alpine and other musl
+#                             systems; libconfig is built from Debian's source package
 
 VERSION   := 0.1.0
 CC        ?= cc
@@ -17,6 +20,13 @@ UNIT_LIMIT ?= 60
 BUILD     ?= build
 ifneq ($(SANITIZE),)
 BUILD     := build/san-$(SANITIZE)
+endif
+MUSL      ?=
+LIB_FILE  := libtimebox.so
+ifneq ($(MUSL),)
+BUILD     := build/musl
+CC        := musl-gcc
+LIB_FILE  := libtimebox-musl.so
 endif
 
 WARN      := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
@@ -31,6 +41,20 @@ LDLIBS_LIB = -lconfig -ldl -pthread
 # Fat objects: the unit tests and the launcher link the same objects without it. Not in
 # sanitizer builds, whose instrumented code is checked as compiled.
 LTO       := -flto=auto -ffat-lto-objects
+# musl: Debian's musl-gcc sees only musl's headers; the kernel's (linux/, asm/) are linked
+# into build/musl/kinc from linux-libc-dev, and libconfig is musl's own build of it
+# (tests/musl_libconfig.sh), linked in statically so that a musl system needs nothing else.
+# The launcher is static: one file that runs on any musl or glibc system.
+MUSL_LIBCONFIG := $(BUILD)/libconfig/lib/libconfig.a
+ifneq ($(MUSL),)
+BASE_CFLAGS += -isystem $(BUILD)/kinc -I$(BUILD)/libconfig/include
+LDLIBS_LIB = $(MUSL_LIBCONFIG) -pthread
+LAUNCHER_LDLIBS := -static $(MUSL_LIBCONFIG)
+MUSL_PREREQ := $(MUSL_LIBCONFIG) $(BUILD)/kinc/linux
+else
+LAUNCHER_LDLIBS := -lconfig
+MUSL_PREREQ :=
+endif
 ifneq ($(SANITIZE),)
 BASE_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
 SAN_LDFLAGS := -fsanitize=$(SANITIZE)
@@ -41,11 +65,18 @@ endif
 # command that installs them, not with a compiler's error. make test, demo and bench first
 # install what they need (tests/deps.sh, as root) or name it, then build.
 ifeq ($(filter test demo bench deb deps-check deps-test clean,$(MAKECMDGOALS)),)
+ifneq ($(MUSL),)
+BUILD_MISSING := $(strip \
+	$(if $(shell command -v musl-gcc 2>/dev/null),,musl-tools musl-dev) \
+	$(if $(wildcard /usr/include/linux/futex.h),,linux-libc-dev) \
+	$(if $(shell command -v dpkg-source 2>/dev/null),,dpkg-dev))
+else
 BUILD_MISSING := $(strip \
 	$(if $(shell command -v $(firstword $(CC)) 2>/dev/null),,build-essential) \
 	$(shell $(CC) -E -x c -include libconfig.h /dev/null >/dev/null 2>&1 || echo libconfig-dev) \
 	$(if $(filter unit,$(MAKECMDGOALS)),$(shell $(CC) -E -x c -include stdarg.h -include \
 	stddef.h -include setjmp.h -include cmocka.h /dev/null >/dev/null 2>&1 || echo libcmocka-dev)))
+endif
 ifneq ($(BUILD_MISSING),)
 $(error missing Debian packages: $(BUILD_MISSING); install them with: sudo apt-get install -y $(BUILD_MISSING) (tests/deps.sh check installs all that make test needs))
 endif
@@ -58,6 +89,14 @@ endif
 #   cli/     the launcher and operator's tool               -Icli -Ipolicy
 POLICY_SRCS  := $(wildcard policy/*.c)
 RUNTIME_SRCS := $(wildcard shim/*.c)
+# musl's FILE is opaque (no glibc libio fields, no __uflow): the glibc build's stdio hooks
+# move bytes through glibc's buffer pointers; the musl build has its own readers, on musl's
+# <stdio_ext.h> (hooks_stdio_musl.c).
+ifneq ($(MUSL),)
+RUNTIME_SRCS := $(filter-out shim/hooks_stdio.c shim/hooks_scanf.c shim/stdio_wait.c,$(RUNTIME_SRCS))
+else
+RUNTIME_SRCS := $(filter-out shim/hooks_stdio_musl.c,$(RUNTIME_SRCS))
+endif
 CLI_SRCS     := $(wildcard cli/*.c)
 POLICY_OBJS  := $(POLICY_SRCS:%.c=$(BUILD)/obj/%.o)
 # Policy the library never calls (the lint and the simulator serve the launcher only).
@@ -67,7 +106,7 @@ LIB_POLICY_OBJS := $(filter-out $(BUILD)/obj/policy/lint.o $(BUILD)/obj/policy/p
 RUNTIME_OBJS := $(RUNTIME_SRCS:%.c=$(BUILD)/obj/%.o)
 CLI_OBJS     := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 
-LIB      := $(BUILD)/lib/libtimebox.so
+LIB      := $(BUILD)/lib/$(LIB_FILE)
 LAUNCHER := $(BUILD)/bin/timebox
 
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
@@ -84,7 +123,7 @@ BENCH_BINS := $(patsubst %.c,$(BUILD)/%,$(BENCH_C))
 REGRESS_JOBS ?= 2
 E2E_JOBS     ?= 2
 
-.PHONY: all test unit regress e2e stress stress-short demo bench clean deps-check deps-test install uninstall deb \
+.PHONY: all test unit regress e2e musl-clients stress stress-short demo bench clean deps-check deps-test install uninstall deb \
 	check-exports check-layers conformance conformance-short
 
 # Installed layout (make install PREFIX=/usr/local DESTDIR=/tmp/stage). The launcher finds
@@ -104,17 +143,17 @@ EXAMPLES   := $(wildcard conf/*.conf)
 
 all: $(LIB) $(LAUNCHER)
 
-$(BUILD)/obj/policy/%.o: policy/%.c $(wildcard policy/*.h) Makefile
+$(BUILD)/obj/policy/%.o: policy/%.c $(wildcard policy/*.h) Makefile | $(MUSL_PREREQ)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(LTO) -Ipolicy -c $< -o $@
-$(BUILD)/obj/shim/%.o: shim/%.c $(wildcard shim/*.h policy/*.h include/*.h) Makefile
+$(BUILD)/obj/shim/%.o: shim/%.c $(wildcard shim/*.h policy/*.h include/*.h) Makefile | $(MUSL_PREREQ)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(LTO) -Ishim -Ipolicy -Iinclude -c $< -o $@
 # The launcher takes the packager's CPPFLAGS (fortification); the library cannot: it
 # defines the very functions _FORTIFY_SOURCE wraps inline. MULTIARCH names the Debian
 # library folder the launcher also searches (lib/<triplet>/timebox/).
 MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
-$(BUILD)/obj/cli/%.o: cli/%.c $(wildcard cli/*.h policy/*.h) Makefile
+$(BUILD)/obj/cli/%.o: cli/%.c $(wildcard cli/*.h policy/*.h) Makefile | $(MUSL_PREREQ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(BASE_CFLAGS) -DTB_MULTIARCH='"$(MULTIARCH)"' -Icli -Ipolicy -c $< -o $@
 
@@ -127,12 +166,36 @@ $(BUILD)/exports.map: $(RUNTIME_SRCS)
 
 $(LIB): $(LIB_POLICY_OBJS) $(RUNTIME_OBJS) $(BUILD)/exports.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared $(LTO) $(CFLAGS) $(LDFLAGS) -fPIC $(SAN_LDFLAGS) -Wl,-z,defs -Wl,-soname,libtimebox.so \
+ifneq ($(MUSL),)
+	@# The musl build names no libc (no DT_NEEDED): its symbols come from the process's own
+	@# libc. Needing musl's libc.so would make glibc's loader, given this library by hand,
+	@# refuse to start the program at all; with none it loads, and the constructor sees a
+	@# glibc process and stays inactive (shim/init.c). A first link against musl's libc
+	@# checks that every symbol resolves there (-z defs), as the glibc build's does.
+	$(CC) -shared -fno-lto $(CFLAGS) $(LDFLAGS) -fPIC -Wl,-z,defs \
+		-Wl,--version-script=$(BUILD)/exports.map -o $@.check $(LIB_POLICY_OBJS) $(RUNTIME_OBJS) $(LDLIBS_LIB)
+	@rm -f $@.check
+	$(CC) -shared $(LTO) $(CFLAGS) $(LDFLAGS) -fPIC -nodefaultlibs -Wl,-soname,$(LIB_FILE) \
+		-Wl,--version-script=$(BUILD)/exports.map -o $@ $(LIB_POLICY_OBJS) $(RUNTIME_OBJS) \
+		$(MUSL_LIBCONFIG) -lgcc
+else
+	$(CC) -shared $(LTO) $(CFLAGS) $(LDFLAGS) -fPIC $(SAN_LDFLAGS) -Wl,-z,defs -Wl,-soname,$(LIB_FILE) \
 		-Wl,--version-script=$(BUILD)/exports.map -o $@ $(LIB_POLICY_OBJS) $(RUNTIME_OBJS) $(LDLIBS_LIB)
+endif
 
 $(LAUNCHER): $(CLI_OBJS) $(POLICY_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) $(SAN_LDFLAGS) -pthread -o $@ $^ -lconfig
+	$(CC) $(CFLAGS) $(LDFLAGS) $(SAN_LDFLAGS) -pthread -o $@ $^ $(LAUNCHER_LDLIBS)
+
+# The musl build's libconfig, built once from Debian's source package (kept across make
+# clean of the objects: rm -rf build/musl/libconfig to rebuild it).
+$(BUILD)/libconfig/lib/libconfig.a:
+	@tests/musl_libconfig.sh $(BUILD)/libconfig
+$(BUILD)/kinc/linux:
+	@mkdir -p $(BUILD)/kinc
+	ln -sfn /usr/include/linux $(BUILD)/kinc/linux
+	ln -sfn /usr/include/asm-generic $(BUILD)/kinc/asm-generic
+	ln -sfn /usr/include/$(shell gcc -print-multiarch)/asm $(BUILD)/kinc/asm
 
 # (A few suites compile a runtime file in, to reach its static parts: shim/ is a dependency.)
 $(BUILD)/tests/unit/%: tests/unit/%.c $(POLICY_OBJS) $(wildcard tests/unit/*.h shim/*.c shim/*.h)
@@ -255,7 +318,17 @@ conformance-short: all
 	@TB_BUILD=$(BUILD) TB_SANITIZE=$(SANITIZE) timeout -k 10 900 \
 		python3 tests/conformance/run.py --subset --jobs 4 $(CONFORMANCE_ARGS)
 
-e2e: all $(E2E_BINS) $(BUILD)/tests/e2e/clients/blockcli_fortify $(BENCH_BINS)
+# The musl column (tests/e2e/test_musl.py): the musl build and the project's own C clients
+# built with musl-gcc, run through the launcher of the build under test.
+MUSL_CLIENTS := $(addprefix build/musl/tests/e2e/clients/,blockcli evcli stdiocli gaicli)
+ifneq ($(MUSL),)
+musl-clients: $(MUSL_CLIENTS)
+else
+musl-clients:
+	@$(MAKE) --no-print-directory MUSL=1 SANITIZE= all musl-clients
+endif
+
+e2e: all $(E2E_BINS) $(BUILD)/tests/e2e/clients/blockcli_fortify $(BENCH_BINS) musl-clients
 	@TB_BUILD=$(BUILD) TB_SANITIZE=$(SANITIZE) python3 tests/e2e/run.py -j $(E2E_JOBS) $(E2E_ARGS)
 
 test: deps-test
@@ -285,7 +358,7 @@ install: all
 		$(DESTDIR)$(MANDIR)/man5 \
 		$(DESTDIR)$(EXAMPLEDIR)
 	install -m 0755 $(LAUNCHER) $(DESTDIR)$(BINDIR)/timebox
-	install -m 0644 $(LIB) $(DESTDIR)$(PKGLIBDIR)/libtimebox.so
+	install -m 0644 $(LIB) $(DESTDIR)$(PKGLIBDIR)/$(LIB_FILE)
 	install -m 0644 include/timebox.h $(DESTDIR)$(INCLUDEDIR)/timebox.h
 	install -m 0644 docs/timebox.1 $(DESTDIR)$(MANDIR)/man1/timebox.1
 	install -m 0644 docs/timebox.conf.5 $(DESTDIR)$(MANDIR)/man5/timebox.conf.5
@@ -294,7 +367,7 @@ install: all
 		echo '.so man3/timebox_deadline_begin.3' > $(DESTDIR)$(MANDIR)/man3/$$f.3; done
 	install -m 0644 $(EXAMPLES) $(DESTDIR)$(EXAMPLEDIR)/
 	printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$${prefix}/include' \
-		'libdir=$(PKGLIBDIR)' 'preload=$${libdir}/libtimebox.so' '' \
+		'libdir=$(PKGLIBDIR)' 'preload=$${libdir}/$(LIB_FILE)' '' \
 		'Name: timebox' \
 		'Description: per-phase timeouts and deadlines for TCP clients, by LD_PRELOAD' \
 		'Version: $(VERSION)' 'Cflags: -I$${includedir}' \
@@ -303,7 +376,7 @@ install: all
 		> $(DESTDIR)$(PCDIR)/timebox.pc
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/timebox $(DESTDIR)$(PKGLIBDIR)/libtimebox.so \
+	rm -f $(DESTDIR)$(BINDIR)/timebox $(DESTDIR)$(PKGLIBDIR)/$(LIB_FILE) \
 		$(DESTDIR)$(INCLUDEDIR)/timebox.h $(DESTDIR)$(PCDIR)/timebox.pc \
 		$(DESTDIR)$(MANDIR)/man1/timebox.1 $(DESTDIR)$(MANDIR)/man5/timebox.conf.5 \
 		$(DESTDIR)$(MANDIR)/man3/timebox_deadline_begin.3 \

@@ -60,6 +60,20 @@ int tb_suggest_main(int argc, char **argv);
  */
 int tb_program_check(const char *file, char *why, size_t len);
 
+/* The libc whose loader runs a program, for the library to preload: musl's when the ELF's
+ * PT_INTERP names ld-musl-*, glibc's otherwise. */
+enum tb_libc {
+	TB_LIBC_GLIBC,
+	TB_LIBC_MUSL,
+};
+
+/*
+ * Which libc runs `file` (found on PATH as execvp finds it): TB_LIBC_MUSL when its dynamic
+ * loader (PT_INTERP) is musl's, TB_LIBC_GLIBC otherwise, and for anything unreadable or not
+ * ELF. A #! script is judged by its interpreter ("/usr/bin/env NAME" resolved on PATH).
+ */
+enum tb_libc tb_program_libc(const char *file);
+
 /* Where a setting's value came from, for its error message: "--read-timeout 250" (an
  * option) or "TIMEBOX_READ_TIMEOUT=250" (the environment); errors are counted. */
 struct tb_cli_report {

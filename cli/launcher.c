@@ -20,6 +20,7 @@
 
 
 #define LIB_NAME "libtimebox.so"
+#define MUSL_LIB_NAME "libtimebox-musl.so"
 #ifndef TB_MULTIARCH
 #define TB_MULTIARCH "x86_64-linux-gnu" /* the Makefile passes the compiler's own */
 #endif
@@ -108,7 +109,8 @@ static void usage(FILE *out)
 		"       timebox suggest PID|STATS-FILE [--budget DURATION] [--qps-window DURATION]\n"
 		"       timebox --help | --version\n"
 		"\n"
-		"Runs COMMAND with libtimebox.so preloaded, adding timeouts to its TCP calls.\n"
+		"Runs COMMAND with libtimebox.so preloaded (libtimebox-musl.so for a musl\n"
+		"program), adding timeouts to its TCP calls.\n"
 		"Each option sets the environment variable shown under it; an option beats the\n"
 		"environment. Every value, and every TIMEBOX_* variable already set, is checked\n"
 		"before COMMAND starts. timebox then becomes COMMAND: its exit status is COMMAND's.\n"
@@ -275,18 +277,24 @@ static int is_regular_file(const char *path)
 }
 
 /*
- * Finds the library and stores its absolute, canonical path in out (PATH_MAX bytes).
- * TIMEBOX_LIBRARY wins; otherwise the build tree's layout (bin/../lib/) then the installed
- * one (bin/../lib/timebox/, or the Debian package's bin/../lib/<triplet>/timebox/), all
- * relative to this executable so that a copied or relocated tree keeps working. Returns 0,
- * or EXIT_USAGE after printing why.
+ * Finds the library for a program of `libc` and stores its absolute, canonical path in out
+ * (PATH_MAX bytes): libtimebox.so for glibc, libtimebox-musl.so for musl, in the same
+ * places. TIMEBOX_LIBRARY wins; otherwise the build tree's layout (bin/../lib/) then the
+ * installed one (bin/../lib/timebox/, or the Debian package's bin/../lib/<triplet>/timebox/),
+ * all relative to this executable so that a copied or relocated tree keeps working; the
+ * musl build also in the build tree's build/musl/lib/, seen from build/bin/. Returns 0, or
+ * EXIT_USAGE after printing why: a musl program is never given the glibc build, which musl's
+ * loader refuses (the program would not start).
  */
-static int find_library(char *out)
+static int find_library(enum tb_libc libc, char *out)
 {
 	const char *forced = getenv("TIMEBOX_LIBRARY");
-	char self[PATH_MAX], candidate[PATH_MAX + 32];
-	static const char *const layouts[] = { "/../lib/" LIB_NAME, "/../lib/timebox/" LIB_NAME,
-					       "/../lib/" TB_MULTIARCH "/timebox/" LIB_NAME };
+	const char *name = libc == TB_LIBC_MUSL ? MUSL_LIB_NAME : LIB_NAME;
+	char self[PATH_MAX], candidate[PATH_MAX + 64];
+	static const char *const layouts[] = { "/../lib/", "/../lib/timebox/",
+					       "/../lib/" TB_MULTIARCH "/timebox/",
+					       "/../musl/lib/" };
+	size_t count = sizeof(layouts) / sizeof(layouts[0]) - (libc == TB_LIBC_MUSL ? 0 : 1);
 	ssize_t n;
 	char *slash;
 
@@ -301,8 +309,8 @@ static int find_library(char *out)
 	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	if (n < 0) {
 		fprintf(stderr, "timebox: cannot find my own location (/proc/self/exe: %s); "
-				"set TIMEBOX_LIBRARY to the path of " LIB_NAME "\n",
-			strerror(errno));
+				"set TIMEBOX_LIBRARY to the path of %s\n",
+			strerror(errno), name);
 		return EXIT_USAGE;
 	}
 	self[n] = '\0';
@@ -310,10 +318,18 @@ static int find_library(char *out)
 	if (slash != NULL)
 		*slash = '\0';
 
-	for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++) {
-		snprintf(candidate, sizeof(candidate), "%s%s", self, layouts[i]);
+	for (size_t i = 0; i < count; i++) {
+		snprintf(candidate, sizeof(candidate), "%s%s%s", self, layouts[i], name);
 		if (is_regular_file(candidate) && realpath(candidate, out) != NULL)
 			return 0;
+	}
+	if (libc == TB_LIBC_MUSL) {
+		fprintf(stderr, "timebox: the program is linked against musl and needs " MUSL_LIB_NAME
+				", not found in %s/../lib/, %s/../lib/timebox/, %s/../lib/" TB_MULTIARCH
+				"/timebox/ or %s/../musl/lib/; build it with make MUSL=1, or set "
+				"TIMEBOX_LIBRARY to its path\n",
+			self, self, self, self);
+		return EXIT_USAGE;
 	}
 	fprintf(stderr, "timebox: cannot find " LIB_NAME " in %s/../lib/, %s/../lib/timebox/ or "
 			"%s/../lib/" TB_MULTIARCH "/timebox/; set TIMEBOX_LIBRARY to its path\n",
@@ -404,6 +420,19 @@ static int print_env(void)
 	return fflush(stdout) == 0 ? EXIT_SUCCESS : EXIT_USAGE;
 }
 
+/* The libc of the program to run; with no command (--print-env alone, for a manifest), the
+ * launcher's own: the static musl launcher is the one an Alpine image carries. */
+static enum tb_libc program_libc(const struct run_args *args)
+{
+	if (args->command != NULL)
+		return tb_program_libc(args->command[0]);
+#ifdef __GLIBC__
+	return TB_LIBC_GLIBC;
+#else
+	return TB_LIBC_MUSL;
+#endif
+}
+
 /* `timebox run ...`: returns an exit status only when the command could not be started. */
 static int run(int argc, char **argv)
 {
@@ -420,7 +449,8 @@ static int run(int argc, char **argv)
 		return rc < 0 ? EXIT_SUCCESS : rc;
 	if (validate(&args) != 0)
 		return EXIT_USAGE;
-	if ((rc = find_library(lib)) != 0 || (rc = export_options(&args)) != 0 ||
+	if ((rc = find_library(program_libc(&args), lib)) != 0 ||
+	    (rc = export_options(&args)) != 0 ||
 	    (rc = add_preload(lib)) != 0)
 		return rc;
 

@@ -52,6 +52,7 @@ static int read_at(int fd, void *buf, size_t len, off_t off)
 /* The ELF facts that matter here, for 32- and 64-bit files of the host's byte order. */
 struct elf_facts {
 	int has_interp;
+	char interp[PATH_MAX]; /* PT_INTERP's path (the dynamic loader), "" when none or unread */
 	int is_go;
 	int links_uring; /* a DT_NEEDED entry names liburing.so* */
 };
@@ -105,8 +106,9 @@ static int read_header(int fd, int class, struct elf_header *h)
 	return -1;
 }
 
-/* The p_type of program header i. Returns 0 or -1. */
-static int read_segment_type(int fd, const struct elf_header *h, unsigned i, uint32_t *type)
+/* The p_type of program header i, and where its contents lie in the file. Returns 0 or -1. */
+static int read_segment(int fd, const struct elf_header *h, unsigned i, uint32_t *type,
+			uint64_t *offset, uint64_t *size)
 {
 	off_t at = (off_t)(h->phoff + (uint64_t)i * h->phentsize);
 
@@ -116,12 +118,16 @@ static int read_segment_type(int fd, const struct elf_header *h, unsigned i, uin
 		if (read_at(fd, &p, sizeof(p), at) < 0)
 			return -1;
 		*type = p.p_type;
+		*offset = p.p_offset;
+		*size = p.p_filesz;
 	} else {
 		Elf32_Phdr p;
 
 		if (read_at(fd, &p, sizeof(p), at) < 0)
 			return -1;
 		*type = p.p_type;
+		*offset = p.p_offset;
+		*size = p.p_filesz;
 	}
 	return 0;
 }
@@ -247,11 +253,16 @@ static int elf_scan(int fd, struct elf_facts *f)
 		return -1;
 	for (unsigned i = 0; i < h.phnum && i < 4096; i++) {
 		uint32_t type;
+		uint64_t offset, size;
 
-		if (read_segment_type(fd, &h, i, &type) < 0)
+		if (read_segment(fd, &h, i, &type, &offset, &size) < 0)
 			return -1;
-		if (type == PT_INTERP)
-			f->has_interp = 1;
+		if (type != PT_INTERP)
+			continue;
+		f->has_interp = 1;
+		if (size > 0 && size < sizeof(f->interp) &&
+		    read_at(fd, f->interp, (size_t)size, (off_t)offset) == 0)
+			f->interp[size - 1] = '\0'; /* the segment holds the NUL */
 	}
 	scan_sections(fd, &h, f);
 	return 0;
@@ -371,4 +382,40 @@ int tb_program_check(const char *file, char *why, size_t len)
 	if (find_program(file, path) < 0)
 		return 0; /* exec reports "not found" with the shell's status */
 	return check_one(path, 0, why, len);
+}
+
+/* True when the loader path names musl's: /lib/ld-musl-x86_64.so.1 and its kin. */
+static int is_musl_loader(const char *interp)
+{
+	const char *base = strrchr(interp, '/');
+
+	return strncmp(base != NULL ? base + 1 : interp, "ld-musl-", 8) == 0;
+}
+
+static enum tb_libc libc_of(const char *path, int depth)
+{
+	struct elf_facts f;
+	char interp[PATH_MAX], why[8];
+	int fd = open(path, O_RDONLY | O_CLOEXEC), r;
+
+	if (fd < 0)
+		return TB_LIBC_GLIBC;
+	r = script_interpreter(fd, path, interp, why, sizeof(why));
+	if (r != 0) {
+		close(fd);
+		return r > 0 && depth < MAX_SCRIPT_DEPTH ? libc_of(interp, depth + 1)
+							 : TB_LIBC_GLIBC;
+	}
+	r = elf_scan(fd, &f);
+	close(fd);
+	return r == 0 && is_musl_loader(f.interp) ? TB_LIBC_MUSL : TB_LIBC_GLIBC;
+}
+
+enum tb_libc tb_program_libc(const char *file)
+{
+	char path[PATH_MAX];
+
+	if (find_program(file, path) < 0)
+		return TB_LIBC_GLIBC;
+	return libc_of(path, 0);
 }

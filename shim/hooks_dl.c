@@ -6,6 +6,7 @@
 #include "configure.h"
 #include "hooks.h"
 #include "init.h"
+#include "libc_compat.h"
 #include "real.h"
 
 /*

@@ -18,6 +18,7 @@
 #include "epoll_set.h"
 #include "fdtable.h"
 #include "hooks.h"
+#include "libc_compat.h"
 #include "log.h"
 #include "prop_io.h"
 #include "real.h"
@@ -394,7 +395,7 @@ TB_EXPORT int fcntl64(int fd, int cmd, ...)
 }
 
 /* Python sets O_NONBLOCK with ioctl(FIONBIO), not fcntl. */
-TB_EXPORT int ioctl(int fd, unsigned long req, ...)
+TB_EXPORT int ioctl(int fd, tb_ioctl_req req, ...)
 {
 	va_list ap;
 	void *arg;

@@ -13,12 +13,14 @@
 #include "xfer.h"
 
 /* glibc's fortify failure handler; aborts with "buffer overflow detected". */
+#ifdef __GLIBC__
 extern void __chk_fail(void) __attribute__((noreturn));
 /* The FORTIFY entry points (no public header declares them). */
 ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
 ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
 ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
 		       struct sockaddr *addr, socklen_t *alen);
+#endif
 
 /*
  * An untracked fd in a process that accepted a connection under scope=request: it may be an
@@ -172,12 +174,14 @@ TB_EXPORT ssize_t read(int fd, void *buf, size_t n)
 	return governed_read(s, fd, buf, n);
 }
 
+#ifdef __GLIBC__ /* FORTIFY entry points: musl has none */
 TB_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 {
 	if (n > buflen)
 		__chk_fail();
 	return read(fd, buf, n);
 }
+#endif
 
 /*
  * write/writev made as send/sendmsg (for MSG_NOSIGNAL). ENOTSOCK: the number was closed
@@ -347,12 +351,14 @@ TB_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 	return governed_recv(s, fd, buf, n, flags);
 }
 
+#ifdef __GLIBC__ /* FORTIFY entry points: musl has none */
 TB_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
 {
 	if (n > buflen)
 		__chk_fail();
 	return recv(fd, buf, n, flags);
 }
+#endif
 
 static TB_SLOW ssize_t governed_send(struct tb_sock *s, int fd, const void *buf, size_t n, int flags)
 {
@@ -392,6 +398,7 @@ TB_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 	return governed_recvfrom(s, fd, buf, n, flags, addr, alen);
 }
 
+#ifdef __GLIBC__ /* FORTIFY entry points: musl has none */
 TB_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
 				 struct sockaddr *addr, socklen_t *alen)
 {
@@ -399,6 +406,7 @@ TB_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int
 		__chk_fail();
 	return recvfrom(fd, buf, n, flags, addr, alen);
 }
+#endif
 
 static TB_SLOW ssize_t governed_sendto(struct tb_sock *s, int fd, const void *buf, size_t n, int flags, const struct sockaddr *addr, socklen_t alen)
 {

@@ -17,10 +17,12 @@
 #include "watchdog.h"
 #include "xfer.h"
 
+#ifdef __GLIBC__
 extern void __chk_fail(void) __attribute__((noreturn));
 int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, size_t fdslen);
 int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *ts,
 		const sigset_t *ss, size_t fdslen);
+#endif
 
 /* Governed sockets marked per call, at most. Beyond this many in one set the rest are left
  * unmarked (they are still cut if another thread waits on them): no allocation here. */
@@ -196,12 +198,14 @@ TB_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 	return poll_common(fds, nfds, NULL, NULL, timeout, false);
 }
 
+#ifdef __GLIBC__ /* FORTIFY entry points: musl has none */
 TB_EXPORT int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, size_t fdslen)
 {
 	if (fdslen / sizeof(*fds) < nfds)
 		__chk_fail();
 	return poll(fds, nfds, timeout);
 }
+#endif
 
 TB_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *ts,
 		    const sigset_t *ss)
@@ -209,6 +213,7 @@ TB_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *ts,
 	return poll_common(fds, nfds, ts, ss, 0, true);
 }
 
+#ifdef __GLIBC__ /* FORTIFY entry points: musl has none */
 TB_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *ts,
 			  const sigset_t *ss, size_t fdslen)
 {
@@ -216,6 +221,7 @@ TB_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec
 		__chk_fail();
 	return ppoll(fds, nfds, ts, ss);
 }
+#endif
 
 /* select's sets: mark governed fds present in the read or write set. */
 static void mark_sets(struct waitset *ws, int nfds, fd_set *rd, fd_set *wr)

@@ -2,10 +2,13 @@
  * the log, and keep every lock and table consistent across fork. No thread starts here. */
 #include "init.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/auxv.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -81,12 +84,42 @@ static void grow_kernel_fd_table(void)
 		tb_real.close(fd);
 }
 
+/*
+ * A build preloaded into a process of the other libc: the musl build by hand into a glibc
+ * program (it names no libc, so glibc's loader takes it), or the glibc build into a musl
+ * one, should a musl loader ever take it. Its hooks would run on a libc whose structures it
+ * was not compiled for: it stays inert (every hook forwards, nothing is tracked) and says
+ * so once, by a raw write (the log is not open). Only glibc exports gnu_get_libc_version.
+ */
+static bool libc_mismatch(void)
+{
+	bool on_glibc = dlsym(RTLD_DEFAULT, "gnu_get_libc_version") != NULL;
+#ifdef __GLIBC__
+	static const char why[] = "timebox: inactive: this library is built for glibc but the "
+				  "program runs on musl; preload libtimebox-musl.so instead "
+				  "(timebox run picks the right one)\n";
+	bool built_for_glibc = true;
+#else
+	static const char why[] = "timebox: inactive: this library is built for musl but the "
+				  "program runs on glibc; preload libtimebox.so instead "
+				  "(timebox run picks the right one)\n";
+	bool built_for_glibc = false;
+#endif
+
+	if (on_glibc == built_for_glibc)
+		return false;
+	syscall(SYS_write, 2, why, sizeof(why) - 1);
+	return true;
+}
+
 static void init_once_fn(void)
 {
 	tb_real_bind();
 	/* setuid/setgid/capability programs: an unprivileged user must not be able to steer a
 	 * privileged process through its environment. Stay inert and silent. */
 	if (getauxval(AT_SECURE))
+		return;
+	if (libc_mismatch())
 		return;
 	if (!tb_configure())
 		_exit(2);

@@ -1,6 +1,7 @@
 /* log_sink.c - delivering log lines without ever blocking, signalling or trespassing.
  * A line that cannot go out at once is dropped (log.c counts it): a cut must never wait. */
 #include "log_sink.h"
+#include "libc_compat.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -137,7 +138,7 @@ static bool put_nosignal(int fd, int from, const char *buf, size_t n)
 	} else if (from == PUT_NOWAIT) {
 		struct iovec v = { (void *)buf, n };
 
-		r = pwritev2(fd, &v, 1, -1, RWF_NOWAIT);
+		r = tb_pwritev2(fd, &v, 1, -1, RWF_NOWAIT);
 	} else {
 		r = tb_real.write(fd, buf, n);
 	}

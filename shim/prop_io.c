@@ -499,7 +499,7 @@ ssize_t tb_pout_send(struct tb_xfer *x, int fd, const struct iovec *iov, size_t 
 						in, inn, out, OUT_MAX, scratch);
 		m.msg_iov = outn > 0 ? out : in;
 		m.msg_iovlen = (size_t)(outn > 0 ? outn : inn);
-		for (size_t i = 0; i < m.msg_iovlen; i++)
+		for (size_t i = 0; i < (size_t)m.msg_iovlen; i++)
 			planned += m.msg_iov[i].iov_len;
 		k = tb_real.sendmsg(fd, &m, dontwait ? flags | MSG_DONTWAIT : flags);
 		if (k < 0) {

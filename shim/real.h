@@ -18,6 +18,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* musl's <stdio.h> makes freopen64 a macro for freopen (its off_t is always 64-bit): the
+ * table's entry and the hook keep the name, so that a program linked against the name on a
+ * libc that still exports it finds it. */
+#ifndef __GLIBC__
+#undef freopen64
+#endif
+
 /* <stdio.h> may make these two macros when optimising; here they name table entries. */
 #undef fread_unlocked
 #undef fwrite_unlocked

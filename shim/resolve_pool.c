@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "libc_compat.h"
 #include "log.h"
 #include "resolve.h"
 
