@@ -124,7 +124,7 @@ struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct 
 	atomic_store_explicit(&s->wr_seen, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->wr_seen_at, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->rd_acked_at, 0, memory_order_relaxed);
-	s->gate = NULL;
+	atomic_store_explicit(&s->gate, NULL, memory_order_relaxed);
 	s->slot_fd = -1;
 	atomic_store_explicit(&s->has_slot, false, memory_order_relaxed);
 	tb_frame_init(&s->frame, (enum tb_proto)set->protocol);
@@ -142,7 +142,7 @@ void tb_sock_ref(struct tb_sock *s)
 
 void tb_sock_hold_slot(struct tb_sock *s, struct tb_gate *g, int slot_fd)
 {
-	s->gate = g;
+	atomic_store_explicit(&s->gate, g, memory_order_relaxed);
 	s->slot_fd = slot_fd;
 	atomic_store(&s->has_slot, true);
 }
@@ -150,7 +150,7 @@ void tb_sock_hold_slot(struct tb_sock *s, struct tb_gate *g, int slot_fd)
 void tb_sock_release_slot(struct tb_sock *s)
 {
 	if (atomic_exchange(&s->has_slot, false))
-		tb_gates_release(s->gate, s->slot_fd);
+		tb_gates_release(atomic_load_explicit(&s->gate, memory_order_relaxed), s->slot_fd);
 }
 
 /*

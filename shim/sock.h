@@ -143,7 +143,10 @@ struct tb_sock {
 	_Atomic int64_t req_deadline;
 	_Atomic uint64_t req_tag[2];
 	struct tb_side_state side[2];
-	struct tb_gate *gate;     /* the gate whose slot it holds (tb_sock_release_slot) */
+	/* The gate whose slot it holds (tb_sock_release_slot). Atomic (relaxed): a connect at a
+	 * full gate reads it through the fd table while the entry may be reused under it
+	 * (tb_stale_sweep_gate; regress/gate_sweep_reuse). */
+	_Atomic(struct tb_gate *) gate;
 	/* watchdog bookkeeping (watchdog.c, sock_expire.c) */
 	_Atomic int64_t wd_filed_at;  /* 0: not in the watchdog's heap */
 	_Atomic(struct tb_sock *) incoming_next;

@@ -45,7 +45,8 @@ void tb_stale_sweep_gate(struct tb_gate *g)
 	for (int fd = 0; fd <= hi; fd++) {
 		struct tb_sock *s = tb_fd_sock(fd);
 
-		if (s != NULL && atomic_load(&s->has_slot) && s->gate == g)
+		if (s != NULL && atomic_load(&s->has_slot) &&
+		    atomic_load_explicit(&s->gate, memory_order_relaxed) == g)
 			tb_stale_check(fd, s);
 	}
 }

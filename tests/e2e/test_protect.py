@@ -193,3 +193,94 @@ def test_breaker_stays_closed_on_occasional_failures():
     assert run.total["failed"] >= 10, run
     assert run.breaker_lines == [], "the breaker changed state: %r" % run.breaker_lines
     assert all(refused == 0 for _, _, _, refused in run.timeline), run.timeline
+
+
+# ---- 5. a pre-fork server's processes share one breaker, and a dead one sticks nothing ----
+
+SHARED_CALLER = r"""
+import socket, sys, time
+port, mode = int(sys.argv[1]), sys.argv[2]
+
+def call():
+    s = socket.socket()
+    t = time.monotonic()
+    try:
+        s.connect(("127.0.0.1", port))
+        s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        s.recv(10)
+        return "answered"
+    except OSError as e:
+        return "%s after %d ms" % (e.strerror, (time.monotonic() - t) * 1000)
+    finally:
+        if mode != "probe":
+            s.close()
+
+if mode == "fail":          # two calls cut by the read timeout open the breaker; it then
+    print(call(), flush=True)   # stays, keeping the shared file in use
+    print(call(), flush=True)
+    time.sleep(60)
+elif mode == "probe":       # the half-open probe: sends, then waits to be killed
+    s = socket.socket()
+    s.connect(("127.0.0.1", port))
+    s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+    print("probing", flush=True)
+    time.sleep(60)
+else:                       # connects until one is let through
+    t0 = time.monotonic()
+    first = None
+    while time.monotonic() - t0 < 5:
+        s = socket.socket()
+        try:
+            s.connect(("127.0.0.1", port))
+            print("through after %d ms, first refusal: %s" % ((time.monotonic() - t0) * 1000,
+                                                            first), flush=True)
+            break
+        except OSError as e:
+            first = first or e.strerror
+            time.sleep(0.02)
+        finally:
+            s.close()
+"""
+
+
+def test_shared_breaker_survives_a_dead_probe():
+    """Processes with a shared gate share the breaker: one process's failures open it for
+    another, and a process killed while holding the half-open probe leaves no breaker stuck:
+    another process is let through once the probe's place times out (breaker_open, at least
+    1 s), not refused for ever."""
+    import os, socket, subprocess, tempfile, time
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(64)            # the kernel accepts; nobody ever answers
+    port = lsock.getsockname()[1]
+    with tempfile.TemporaryDirectory() as rt:
+        env = lib.preload_env({"TIMEBOX_READ_TIMEOUT": "100ms", "TIMEBOX_MAX_CONNS": "50",
+                               "TIMEBOX_GATE_SHARED": "1", "TIMEBOX_BREAKER_FAILURES": "2",
+                               "TIMEBOX_BREAKER_OPEN": "300ms", "XDG_RUNTIME_DIR": rt})
+        # The probe's process runs before the others and keeps the shared file in use.
+        def caller(mode):
+            return subprocess.Popen(["python3", "-c", SHARED_CALLER, str(port), mode],
+                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True)
+        a = caller("fail")
+        cuts = [a.stdout.readline().strip() for _ in range(2)]
+        print("fail:", cuts)
+        assert all(c.startswith("Connection timed out") for c in cuts), cuts
+        time.sleep(0.35)         # the opening (300 ms) ends: the next connect is the probe
+        p = caller("probe")
+        assert p.stdout.readline().strip() == "probing", p.stderr.read()
+        p.kill()
+        p.wait()
+        t0 = time.monotonic()
+        b = caller("wait")
+        out, err_b = b.communicate(timeout=20)
+        print("after the probe's death:", out.strip())
+        a.kill()
+        _, err_a = a.communicate()
+    states = [r["state"] for r in lib.tb_records(err_a, event="breaker")]
+    assert states[:1] == ["open"], err_a
+    lsock.close()
+    assert out.startswith("through after"), (out, err_b)
+    ms = int(out.split()[2])
+    assert "refused" in out, out    # the dead probe's place held for a while ...
+    assert ms < 3000, out           # ... and freed after its timeout (1 s), not for ever
