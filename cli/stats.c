@@ -188,7 +188,7 @@ static const char *lat(int64_t us, char *buf, size_t len)
 	return buf;
 }
 
-static const char *breaker_state(unsigned st)
+static const char *breaker_state(unsigned long long st)
 {
 	return st == 1 ? "open" : st == 2 ? "half-open" : "closed";
 }
@@ -211,7 +211,7 @@ static void protection_table(const struct tb_stats_row *rows, int n)
 		if (!r->protect)
 			continue;
 		if (r->auto_limit > 0)
-			snprintf(lim, sizeof(lim), "%ld", r->auto_limit);
+			snprintf(lim, sizeof(lim), "%lld", r->auto_limit);
 		else
 			snprintf(lim, sizeof(lim), "-");
 		printf("%-22s %-9s %6llu %8llu %8llu %13llu %8s %7ld %7ld %7s (rtt %s)\n",

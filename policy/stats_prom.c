@@ -194,15 +194,9 @@ static void protection(struct tb_textbuf *o, const struct tb_stats_row *rows, in
 		any |= rows[i].protect;
 	if (!any)
 		return;
-	family(o, "timebox_breaker_state", "gauge",
-	       "The circuit breaker's state: 0 closed, 1 open, 2 half-open.");
-	for (int i = 0; i < n; i++) {
-		if (!rows[i].protect)
-			continue;
-		tb_textbuf_put(o, "timebox_breaker_state{");
-		labels(o, &rows[i], pid);
-		tb_textbuf_put(o, "} %u\n", rows[i].breaker_state);
-	}
+	protect_metric(o, rows, n, pid, "timebox_breaker_state", "gauge",
+		       "The circuit breaker's state: 0 closed, 1 open, 2 half-open.",
+		       offsetof(struct tb_stats_row, breaker_state), false);
 	protect_metric(o, rows, n, pid, "timebox_breaker_opened_total", "counter",
 		       "Times the circuit breaker opened.",
 		       offsetof(struct tb_stats_row, breaker_opened), false);
@@ -215,15 +209,9 @@ static void protection(struct tb_textbuf *o, const struct tb_stats_row *rows, in
 	protect_metric(o, rows, n, pid, "timebox_retry_refused_total", "counter",
 		       "Retries refused at once past the retry budget, nothing sent.",
 		       offsetof(struct tb_stats_row, retry_refused), false);
-	family(o, "timebox_gate_auto_max", "gauge",
-	       "The size an adaptive gate (max_conns = auto) chose; 0: not adaptive.");
-	for (int i = 0; i < n; i++) {
-		if (!rows[i].protect)
-			continue;
-		tb_textbuf_put(o, "timebox_gate_auto_max{");
-		labels(o, &rows[i], pid);
-		tb_textbuf_put(o, "} %ld\n", rows[i].auto_limit);
-	}
+	protect_metric(o, rows, n, pid, "timebox_gate_auto_max", "gauge",
+		       "The size an adaptive gate (max_conns = auto) chose; 0: not adaptive.",
+		       offsetof(struct tb_stats_row, auto_limit), true);
 	protect_metric(o, rows, n, pid, "timebox_gate_min_rtt_microseconds", "gauge",
 		       "The adaptive gate's floor latency (its minRTT).",
 		       offsetof(struct tb_stats_row, min_rtt_us), true);

@@ -22,10 +22,9 @@ struct tb_stats_row {
 	unsigned long long not_sent;
 	/* The downstream's protection: `protect` set when any applies. */
 	bool protect;
-	unsigned breaker_state;
+	unsigned long long breaker_state; /* enum tb_breaker_state */
 	unsigned long long breaker_opened, breaker_refused, retries, retry_refused;
-	long auto_limit;
-	long long min_rtt_us, rtt_us;
+	long long auto_limit, min_rtt_us, rtt_us;
 	struct tb_hist_snap hist[TB_HIST_COUNT];
 };
 

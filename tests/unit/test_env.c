@@ -11,59 +11,11 @@
 
 #include "unit.h"
 
+#include "env_fake.h"
+
 #include "env.h"
 #include "frame.h"
 #include "settings.h"
-
-/* A fake environment: NULL-terminated "NAME=VALUE" strings. */
-struct fake_env {
-	const char *const *entries;
-};
-
-static const char *fake_get(const char *name, void *ctx)
-{
-	const struct fake_env *env = ctx;
-	size_t len = strlen(name);
-
-	for (const char *const *e = env->entries; *e != NULL; e++)
-		if (strncmp(*e, name, len) == 0 && (*e)[len] == '=')
-			return *e + len + 1;
-	return NULL;
-}
-
-#define MAX_ERRORS 16
-
-struct errors {
-	int count;
-	char name[MAX_ERRORS][64];
-	char value[MAX_ERRORS][300];
-	char why[MAX_ERRORS][160];
-};
-
-static void collect(void *ctx, const char *name, const char *value, const char *why)
-{
-	struct errors *e = ctx;
-
-	if (e->count < MAX_ERRORS) {
-		snprintf(e->name[e->count], sizeof(e->name[0]), "%s", name);
-		snprintf(e->value[e->count], sizeof(e->value[0]), "%s", value);
-		snprintf(e->why[e->count], sizeof(e->why[0]), "%s", why);
-	}
-	e->count++;
-}
-
-/* Loads `entries` into *s and returns the errors seen. */
-static struct errors load(struct tb_settings *s, const char *const *entries)
-{
-	struct fake_env env = { entries };
-	struct errors e;
-	int n;
-
-	memset(&e, 0, sizeof(e));
-	n = tb_env_load(s, fake_get, &env, collect, &e);
-	assert_int_equal(n, e.count);
-	return e;
-}
 
 static void test_nothing_set(void **state)
 {
