@@ -57,6 +57,13 @@ uint8_t tb_frame_http_status_class(uint64_t code)
 	return st;
 }
 
+unsigned tb_frame_http_status_events(uint64_t code)
+{
+	if (code < 500 || code > 599)
+		return 0;
+	return TB_FRAME_EV_5XX | (code >= 502 && code <= 504 ? TB_FRAME_EV_GATEWAY : 0);
+}
+
 /* A message of this half is complete (the protocol stays: returns true). */
 static bool message_done(struct tb_frame *f, bool tx, unsigned *ev)
 {
@@ -241,10 +248,8 @@ static bool step(struct tb_frame *f, bool tx, struct tb_frame_http_half *s, unsi
 			if (c != ' ' && c != '\r' && c != '\n')
 				break;
 			s->status = tb_frame_http_status_class(s->n);
-			/* The downstream's answer "I am failing" (the breaker's, shim/protect.c). */
-			if (!tx && s->n >= 500 && s->n <= 599)
-				*ev |= TB_FRAME_EV_5XX | (s->n >= 502 && s->n <= 504 ?
-							   TB_FRAME_EV_GATEWAY : 0);
+			if (!tx)
+				*ev |= tb_frame_http_status_events(s->n);
 			s->n = 0;
 			s->st = c == '\n' ? H_HSTART : H_SLINE;
 			return true;

@@ -44,6 +44,10 @@ enum {
 /* The status code's class (ST_* bits). */
 uint8_t tb_frame_http_status_class(uint64_t code);
 
+/* The events a final response's status raises: TB_FRAME_EV_5XX (and _GATEWAY for 502, 503,
+ * 504), the downstream's own "I am failing" that the breaker counts (shim/protect.c). */
+unsigned tb_frame_http_status_events(uint64_t code);
+
 /* The program begins a request. Returns false when framing gave up (too deep a pipeline). */
 bool tb_frame_http_begin_request(struct tb_frame *f, unsigned *ev);
 

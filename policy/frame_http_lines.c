@@ -45,7 +45,8 @@ static size_t fast_request_line(struct tb_frame *f, const unsigned char *p, size
 }
 
 /* A whole status line p[0..len): the same checks as step()'s. */
-static size_t fast_status_line(struct tb_frame_http *h, const unsigned char *p, size_t len)
+static size_t fast_status_line(struct tb_frame_http *h, const unsigned char *p, size_t len,
+			       unsigned *ev)
 {
 	unsigned code;
 
@@ -56,6 +57,7 @@ static size_t fast_status_line(struct tb_frame_http *h, const unsigned char *p, 
 	code = (p[9] - '0') * 100u + (p[10] - '0') * 10u + (p[11] - '0');
 	tb_frame_http_begin_response(h);
 	h->rx.status = tb_frame_http_status_class(code);
+	*ev |= tb_frame_http_status_events(code);
 	h->rx.st = H_HSTART;
 	h->rx.hbytes = (uint16_t)len;
 	return len;
@@ -137,7 +139,7 @@ size_t tb_frame_http_lines(struct tb_frame *f, bool tx, struct tb_frame_http_hal
 
 		if (len == 0 || len > TB_FRAME_HDR_MAX || p[0] == '\r' || p[0] == '\n')
 			return 0;
-		used = tx ? fast_request_line(f, p, len, ev) : fast_status_line(&f->u.http, p, len);
+		used = tx ? fast_request_line(f, p, len, ev) : fast_status_line(&f->u.http, p, len, ev);
 		if (used == 0 || f->proto != TB_PROTO_HTTP)
 			return used;
 	}

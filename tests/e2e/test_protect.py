@@ -284,3 +284,34 @@ def test_shared_breaker_survives_a_dead_probe():
     ms = int(out.split()[2])
     assert "refused" in out, out    # the dead probe's place held for a while ...
     assert ms < 3000, out           # ... and freed after its timeout (1 s), not for ever
+
+
+# ---- 6. what only the framing sees: an HTTP 503 is a failure -------------------------------
+
+def http_503_run(env_extra):
+    t0 = storm.t0_ahead()
+    with storm.StormServer(["--fail", "503"], t0=t0) as srv:
+        run = storm.run_caller(srv.port, t0, lib.preload_env(env_extra), threads=1, secs=1,
+                               think_ms=20)
+        st = srv.stats()
+    return run, st
+
+
+def test_breaker_counts_http_503_as_a_failure():
+    """A downstream that answers every request with 503: the framing reads the status, so
+    the breaker opens at 3 (its reason names the HTTP status) and the downstream sees 3
+    requests; with breaker_http = off a 503 is an answer like any other, and it sees all."""
+    base = {"TIMEBOX_READ_TIMEOUT": "1s", "TIMEBOX_BREAKER_FAILURES": "3",
+            "TIMEBOX_BREAKER_OPEN": "30s"}
+    run_on, st_on = http_503_run(base)
+    run_off, st_off = http_503_run(dict(base, TIMEBOX_BREAKER_HTTP="off"))
+    print("\n503 downstream: accepted %d with breaker_http = gateway, %d with off" % (
+        st_on["accepted"], st_off["accepted"]))
+    require_runtime(run_on, "breaker_http = gateway")
+    opened = lib.tb_records(run_on.stderr, event="breaker")
+    assert [r["state"] for r in opened] == ["open"], run_on.stderr
+    assert opened[0]["last"] == "http_status", opened
+    assert st_on["accepted"] == 3, st_on
+    assert run_on.total["refused"] > 0, run_on
+    assert lib.tb_records(run_off.stderr, event="breaker") == [], run_off.stderr
+    assert st_off["accepted"] > 10 and run_off.total["refused"] == 0, (st_off, run_off)

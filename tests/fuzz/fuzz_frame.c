@@ -54,7 +54,14 @@ static void check_step(const struct tb_frame *f, enum tb_frame_state was, unsign
 	FUZZ_CHECK(tb_proto_name(p) != NULL, "step %zu: protocol %d", step, (int)p);
 	FUZZ_CHECK(f->forced <= TB_PROTO_RAW, "step %zu: forced %u", step, f->forced);
 	FUZZ_CHECK(f->dlen <= sizeof(f->u.detect), "step %zu: %u bytes held", step, f->dlen);
-	FUZZ_CHECK((ev & ~0xfu) == 0, "step %zu: unknown events %#x", step, ev);
+	FUZZ_CHECK((ev & ~0x3fu) == 0, "step %zu: unknown events %#x", step, ev);
+	/* A 5xx status is an answer's (received, HTTP), and a gateway status is a 5xx. */
+	FUZZ_CHECK(!(ev & TB_FRAME_EV_GATEWAY) || (ev & TB_FRAME_EV_5XX),
+		   "step %zu: a gateway status that is no 5xx (ev %#x)", step, ev);
+	FUZZ_CHECK(!(ev & TB_FRAME_EV_5XX) || (!sent && p != TB_PROTO_TLS &&
+					       p != TB_PROTO_POSTGRES && p != TB_PROTO_REDIS),
+		   "step %zu: a 5xx event on a %s %s (ev %#x)", step, sent ? "send" : "read",
+		   tb_proto_name(p), ev);
 	FUZZ_CHECK((st == TB_FRAME_UNKNOWN) == (p == TB_PROTO_AUTO) &&
 			   (st == TB_FRAME_RAW) == (p == TB_PROTO_RAW) &&
 			   (st == TB_FRAME_SESSION) == (p == TB_PROTO_SESSION),

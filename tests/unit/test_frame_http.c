@@ -30,6 +30,28 @@ static void test_keep_alive_content_length(void **state)
 	free(s);
 }
 
+/* A final 5xx raises its event (the breaker's failure), on the whole-line path and byte by
+ * byte alike; an interim 1xx and a 2xx raise none. */
+static void test_status_5xx_events(void **state)
+{
+	struct fscript *s = fs_new(TB_PROTO_AUTO);
+	const unsigned gw = TB_FRAME_EV_5XX | TB_FRAME_EV_GATEWAY;
+
+	(void)state;
+	TX(s, GET, 0, AWAITING);
+	RX(s, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 2\r\n\r\nno", ENDS | gw,
+	   RESTING);
+	TX(s, GET, STARTS, AWAITING);
+	RX(s, "HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n", ENDS | TB_FRAME_EV_5XX,
+	   RESTING);
+	TX(s, GET, STARTS, AWAITING);
+	RX(s, "HTTP/1.1 504 Gateway Timeout\r\nContent-Length: 0\r\n\r\n", ENDS | gw, RESTING);
+	TX(s, GET, STARTS, AWAITING);
+	RX(s, OK5, ENDS, RESTING);
+	fs_run(s, TB_PROTO_HTTP);
+	free(s);
+}
+
 static void test_chunked_response_with_trailers(void **state)
 {
 	struct fscript *s = fs_new(TB_PROTO_AUTO);
@@ -320,6 +342,7 @@ int main(void)
 		cmocka_unit_test(test_header_flood_and_endless_line),
 		cmocka_unit_test(test_pipeline_too_deep),
 		cmocka_unit_test(test_huge_body_is_counted),
+		cmocka_unit_test(test_status_5xx_events),
 	};
 
 	return cmocka_run_group_tests_name("frame_http", tests, NULL, NULL);
