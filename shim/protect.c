@@ -546,6 +546,7 @@ static void record(struct entry *e, struct call *c, bool failed, const char *rea
 	int64_t now = tb_now();
 	struct tb_gate *g = NULL;
 	int limit = 0;
+	int64_t min_rtt = 0;
 
 	lock(e);
 	if (e->breaker_on)
@@ -563,10 +564,13 @@ static void record(struct entry *e, struct call *c, bool failed, const char *rea
 	if (e->auto_on && rtt >= 0) {
 		g = atomic_load_explicit(&e->gate, memory_order_relaxed);
 		if (tb_adaptive_sample(&e->st->ad, &e->ac, now, rtt,
-				       g != NULL ? atomic_load(&g->leased) : 0))
+				       g != NULL ? atomic_load(&g->leased) : 0)) {
 			limit = tb_adaptive_limit(&e->st->ad);
+			atomic_store_explicit(&e->st->limit, limit, memory_order_relaxed);
+		}
 		atomic_store_explicit(&e->st->rtt, rtt, memory_order_relaxed);
-		atomic_store_explicit(&e->st->min_rtt, e->st->ad.min_rtt, memory_order_relaxed);
+		min_rtt = e->st->ad.min_rtt;
+		atomic_store_explicit(&e->st->min_rtt, min_rtt, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&e->st->lock);
 	/* The probe's place is the ticket's no more, whatever the breaker made of it. */
@@ -578,11 +582,11 @@ static void record(struct entry *e, struct call *c, bool failed, const char *rea
 	else
 		say_change(e, &note);
 	if (limit > 0) {
-		atomic_store_explicit(&e->st->limit, limit, memory_order_relaxed);
+		/* The size as it is now: another thread's newer one may have been stored since. */
 		if (g != NULL)
-			tb_gates_resize(g, limit);
+			tb_gates_resize(g, atomic_load_explicit(&e->st->limit, memory_order_relaxed));
 		if (e->log_sizes)
-			tb_log_adaptive(&e->dest, limit, e->st->ad.min_rtt, rtt);
+			tb_log_adaptive(&e->dest, limit, min_rtt, rtt);
 	}
 }
 
