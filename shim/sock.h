@@ -317,4 +317,10 @@ void tb_sock_foreach(void (*fn)(struct tb_sock *s));
 /* Counters of expiries per phase, for the exit summary and later for `timebox stats`. */
 extern atomic_ulong tb_expiries[TB_PHASE_COUNT];
 
+/* The stale sweep's check (stale.c) of fd, which named s at generation gen in the fd table:
+ * true when fd no longer names s's socket (closed where no hook saw it) and its slot was
+ * taken (the caller drops the reference). Done under `busy`, so that a close under way
+ * cannot hand the number, nor the entry, to another connect while it looks. */
+bool tb_sock_take_if_stale(struct tb_sock *s, uint32_t gen, int fd);
+
 #endif

@@ -398,6 +398,27 @@ static void drop_busy(struct tb_sock *s)
 	atomic_fetch_sub(&s->busy, 1);
 }
 
+bool tb_sock_take_if_stale(struct tb_sock *s, uint32_t gen, int fd)
+{
+	bool stale = false;
+
+	/* Under `busy`, as an expiry: the number cannot be given back to the kernel by a close
+	 * under way, nor the entry freed, while we look (sock.h, rule 3). Without it, a sweep
+	 * that read the table before a close could find the entry reused by another thread's
+	 * new connect on the same number, see the old inode, and take the live socket
+	 * (regress/gate_sweep_reuse). */
+	take_busy(s);
+	if (slot_is(fd, s) && TB_ST_GEN(tb_sock_word(s)) == gen && !fd_is_ours(s, gen, fd))
+		stale = tb_fd_take_if(fd, s);
+	/* A generation that moved since the check: not the socket looked at. Give it back. */
+	if (stale && TB_ST_GEN(tb_sock_word(s)) != gen) {
+		tb_fd_set(fd, s);
+		stale = false;
+	}
+	drop_busy(s);
+	return stale;
+}
+
 bool tb_sock_mark_expired(struct tb_sock *s, uint32_t gen, enum tb_phase phase, int fd)
 {
 	bool done = false;

@@ -45,8 +45,14 @@ void tb_stale_sweep_gate(struct tb_gate *g)
 	for (int fd = 0; fd <= hi; fd++) {
 		struct tb_sock *s = tb_fd_sock(fd);
 
-		if (s != NULL && atomic_load(&s->has_slot) &&
-		    atomic_load_explicit(&s->gate, memory_order_relaxed) == g)
-			tb_stale_check(fd, s);
+		uint32_t gen;
+
+		if (s == NULL)
+			continue;
+		gen = TB_ST_GEN(tb_sock_word(s));
+		if (atomic_load(&s->has_slot) &&
+		    atomic_load_explicit(&s->gate, memory_order_relaxed) == g &&
+		    !tb_foreign_process() && tb_sock_take_if_stale(s, gen, fd))
+			tb_sock_unref(s);
 	}
 }

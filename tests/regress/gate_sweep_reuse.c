@@ -10,6 +10,11 @@
  * can through a gate of 2 (so most connects find it full and sweep), for 1.5 s; every
  * connect must succeed and the gate must end empty. Under ThreadSanitizer the race was
  * reported on the first run.
+ * With the pointer atomic, a CI run under ThreadSanitizer found the sweep's second fault:
+ * it read the table, then the socket's inode, then took the slot, and between these a
+ * close and another thread's connect could reuse the number and the entry: the sweep saw
+ * the old inode and took the new, live socket (freed under its connect: a race on `dest`
+ * in tb_sock_new). The check is now made under `busy` (tb_sock_take_if_stale).
  */
 #include <pthread.h>
 #include <stdatomic.h>
