@@ -59,4 +59,24 @@ static inline struct errors load(struct tb_settings *s, const char *const *entri
 	return e;
 }
 
+
+/* Applies one value to fresh settings; returns the error sentence or NULL. */
+static inline const char *apply(struct tb_settings *s, const char *name, const char *value)
+{
+	static struct errors e;
+	const struct tb_env_var *var = tb_env_find(name, 0);
+
+	assert_non_null(var);
+	memset(&e, 0, sizeof(e));
+	tb_settings_init(s);
+	if (tb_env_apply(s, var, value, collect, &e) == 0) {
+		assert_int_equal(e.count, 0);
+		return NULL;
+	}
+	assert_int_equal(e.count, 1);
+	assert_string_equal(e.name[0], name);
+	assert_string_equal(e.value[0], value);
+	return e.why[0];
+}
+
 #endif
