@@ -34,7 +34,8 @@ WARN      := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-protot
 CFLAGS    ?= -O2 -g
 BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -DTB_VERSION='"$(VERSION)"' $(WARN) $(CFLAGS) \
              -fPIC -fvisibility=hidden -pthread
-LDLIBS_LIB = -lconfig -ldl -pthread
+# No -lconfig: the library loads libconfig.so.9 when it reads a file (shim/libconfig_dl.c).
+LDLIBS_LIB = -ldl -pthread
 # The library is linked with link-time optimisation: the runtime calls many small policy
 # functions on every governed transfer (a phase's limit, an idle expiry, the budget's step),
 # and inlining them across files takes ~100 instructions off each exchange (make bench).
@@ -93,9 +94,12 @@ RUNTIME_SRCS := $(wildcard shim/*.c)
 # move bytes through glibc's buffer pointers; the musl build has its own readers, on musl's
 # <stdio_ext.h> (hooks_stdio_musl.c).
 ifneq ($(MUSL),)
-RUNTIME_SRCS := $(filter-out shim/hooks_stdio.c shim/hooks_scanf.c shim/stdio_wait.c,$(RUNTIME_SRCS))
+# Each build has its own stand-ins for what the other libc provides: the musl build an
+# atexit (libc_compat.c), the glibc build a libconfig loaded at run time (libconfig_dl.c).
+RUNTIME_SRCS := $(filter-out shim/hooks_stdio.c shim/hooks_scanf.c shim/stdio_wait.c \
+                shim/libconfig_dl.c,$(RUNTIME_SRCS))
 else
-RUNTIME_SRCS := $(filter-out shim/hooks_stdio_musl.c,$(RUNTIME_SRCS))
+RUNTIME_SRCS := $(filter-out shim/hooks_stdio_musl.c shim/libc_compat.c,$(RUNTIME_SRCS))
 endif
 CLI_SRCS     := $(wildcard cli/*.c)
 POLICY_OBJS  := $(POLICY_SRCS:%.c=$(BUILD)/obj/%.o)

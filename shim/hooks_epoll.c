@@ -11,6 +11,7 @@
 #include "epoll_set.h"
 #include "fdtable.h"
 #include "hooks.h"
+#include "libc_compat.h"
 #include "real.h"
 #include "sock.h"
 #include "thread.h"
@@ -331,5 +332,5 @@ TB_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 /* A forked child: locks held by the parent's other threads are free. */
 __attribute__((constructor)) static void epoll_atfork(void)
 {
-	pthread_atfork(NULL, NULL, tb_epset_fork_child);
+	tb_atfork(NULL, NULL, tb_epset_fork_child);
 }

@@ -8,13 +8,12 @@
 
 #include "fdtable.h"
 #include "hooks.h"
+#include "libc_compat.h"
 #include "prop_io.h"
 #include "real.h"
 #include "xfer.h"
 
-/* glibc's fortify failure handler; aborts with "buffer overflow detected". */
 #ifdef __GLIBC__
-extern void __chk_fail(void) __attribute__((noreturn));
 /* The FORTIFY entry points (no public header declares them). */
 ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
 ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);

@@ -10,11 +10,10 @@
 
 #include "fdtable.h"
 #include "hooks.h"
+#include "libc_compat.h"
 #include "real.h"
 #include "stdio_wait.h"
 
-/* glibc's fortify failure handler; aborts with "buffer overflow detected". */
-extern void __chk_fail(void) __attribute__((noreturn));
 /* The entry points with no public declaration (FORTIFY, the getc/putc macros' slow path,
  * the C99 scanf names that <stdio.h> redirects to). */
 char *__fgets_chk(char *buf, size_t size, int n, FILE *f);

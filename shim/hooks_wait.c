@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "fdtable.h"
 #include "hooks.h"
+#include "libc_compat.h"
 #include "real.h"
 #include "sock.h"
 #include "thread.h"
@@ -18,7 +19,6 @@
 #include "xfer.h"
 
 #ifdef __GLIBC__
-extern void __chk_fail(void) __attribute__((noreturn));
 int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, size_t fdslen);
 int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *ts,
 		const sigset_t *ss, size_t fdslen);

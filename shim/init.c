@@ -15,6 +15,7 @@
 #include "configure.h"
 #include "fdtable.h"
 #include "gates.h"
+#include "libc_compat.h"
 #include "log.h"
 #include "protect.h"
 #include "real.h"
@@ -60,7 +61,7 @@ static void fork_child(void)
 
 static void register_fork_handlers(void)
 {
-	if (!fork_handlers && pthread_atfork(fork_prepare, fork_parent, fork_child) == 0)
+	if (!fork_handlers && tb_atfork(fork_prepare, fork_parent, fork_child) == 0)
 		fork_handlers = true;
 }
 

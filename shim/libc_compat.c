@@ -4,8 +4,8 @@
  * given the musl build by hand, would fail the program on it (at once under LD_BIND_NOW)
  * instead of letting the library say it is inactive. Hidden: the library's own calls bind
  * here, the program's do not. The glibc build compiles nothing from this file. */
+#include <stdlib.h> /* first: glibc's headers define __GLIBC__ */
 #ifndef __GLIBC__
-#include <stdlib.h>
 
 int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
 extern void *__dso_handle;

@@ -4,6 +4,8 @@
 #define TB_LIBC_COMPAT_H
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <netdb.h>
 #include <sys/syscall.h>
@@ -46,7 +48,46 @@ static inline ssize_t tb_pwritev2(int fd, const struct iovec *v, int n, off_t of
 	return syscall(SYS_pwritev2, fd, v, n, (long)off, 0L, flags);
 }
 #else
+/*
+ * The glibc build, preloaded by hand into a musl program. musl's loader binds every symbol
+ * when it loads the library and fails the program on one it cannot find, before any code of
+ * ours runs; it would take the library only if each name it imports is one musl has, or is
+ * weak. The glibc-only names below are weak: on glibc they bind as they always did, on musl
+ * to nothing, and the constructor is reached, sees musl and leaves the library inert
+ * (init.c, libc_mismatch). None of them is called before that check, nor after it on musl.
+ * The build's other imports are names both libcs export (tests/e2e/test_musl.py checks the
+ * list against musl's libc), libconfig is linked in (Makefile), and the library's
+ * thread-locals are initial-exec, so it needs nothing of glibc's loader (__tls_get_addr).
+ */
+#pragma weak pwritev2
 #define tb_pwritev2 pwritev2
+
+/* glibc's fortify failure handler; aborts with "buffer overflow detected". */
+extern void __chk_fail(void) __attribute__((noreturn, weak));
+
+/* pthread_atfork as glibc's libc_nonshared.a defines it for each object: the handlers are
+ * registered under the library's __dso_handle, so a dlclose of it drops them. Calling the
+ * libc's entry point ourselves keeps that archive's strong reference out of the library. */
+extern void *__dso_handle;
+int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
+		      void *dso) __attribute__((weak));
+static inline int tb_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void))
+{
+	/* NULL in a musl process, where constructors run before the check: nothing to guard
+	 * in an inert library. */
+	if (__register_atfork == NULL)
+		return ENOSYS;
+	return __register_atfork(prepare, parent, child, __dso_handle);
+}
+
+/* The cancellation unwinding that pthread_cleanup_push expands to (resolve_pool.c). */
+#pragma weak __pthread_register_cancel
+#pragma weak __pthread_unregister_cancel
+#pragma weak __pthread_unwind_next
+#endif
+
+#ifndef __GLIBC__
+#define tb_atfork pthread_atfork
 #endif
 
 #endif

@@ -16,6 +16,7 @@
 #include "budget.h"
 #include "clock.h"
 #include "configure.h"
+#include "libc_compat.h"
 #include "log.h"
 #include "real.h"
 #include "request.h"
@@ -32,7 +33,7 @@ static void bind_resolve(void)
 	*(void **)&tb_resolve_real.gethostbyname2 = dlsym(RTLD_NEXT, "gethostbyname2");
 	*(void **)&tb_resolve_real.gethostbyname_r = dlsym(RTLD_NEXT, "gethostbyname_r");
 	*(void **)&tb_resolve_real.gethostbyname2_r = dlsym(RTLD_NEXT, "gethostbyname2_r");
-	pthread_atfork(NULL, NULL, tb_resolve_fork_child);
+	tb_atfork(NULL, NULL, tb_resolve_fork_child);
 }
 
 void tb_resolve_bind(void)

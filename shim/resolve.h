@@ -36,7 +36,8 @@ struct tb_lookup {
 
 /* True on timebox's resolver threads: a lookup an NSS module makes from there runs natively
  * (its caller is already bounded, and it must not queue behind itself). */
-extern _Thread_local bool tb_resolver_thread;
+extern _Thread_local bool tb_resolver_thread
+	__attribute__((tls_model("initial-exec"), visibility("hidden")));
 
 enum tb_lookup_plan {
 	TB_LOOKUP_NATIVE = 0,  /* run libc's lookup in the caller, unchanged */

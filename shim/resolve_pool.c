@@ -69,7 +69,7 @@ static struct {
 } pool = { .lock = PTHREAD_MUTEX_INITIALIZER };
 static pthread_condattr_t mono;
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
-_Thread_local bool tb_resolver_thread;
+_Thread_local bool tb_resolver_thread __attribute__((tls_model("initial-exec")));
 static bool pool_ready;
 
 /*

@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include "clock.h"
+#include "libc_compat.h"
 #include "thread.h"
 
 __thread struct tb_waits tb_waits_tls __attribute__((tls_model("initial-exec")));
@@ -85,5 +86,5 @@ static void fork_child(void)
 __attribute__((constructor)) static void waits_init(void)
 {
 	have_key = pthread_key_create(&gone_key, thread_gone) == 0;
-	pthread_atfork(NULL, NULL, fork_child);
+	tb_atfork(NULL, NULL, fork_child);
 }

@@ -176,7 +176,9 @@ link_edges() {
 				hooked[w[i]] = 1
 		}
 	}
-	$1 == "D" { if (!($2 in hooked)) def[$2] = $3; next }
+	# shim/libconfig_dl defines libconfig'"'"'s own names, loaded at run time: a use of one
+	# is a call of libconfig (the launcher links the real library), not an arrow.
+	$1 == "D" { if (!($2 in hooked) && $3 != "shim/libconfig_dl") def[$2] = $3; next }
 	{ use[++n] = $0 }
 	END {
 		for (i = 1; i <= n; i++) {
