@@ -322,6 +322,9 @@ def test_glibc_build_in_a_musl_program_is_inactive():
     # the program on one it cannot find: the glibc build names no libconfig.so.9 and no
     # glibc loader, and its glibc-only imports are weak (shim/libc_compat.h), so musl takes
     # it and the constructor says, once, why it stays inert.
+    if lib.SANITIZE:
+        lib.skip("a %s sanitizer build of the library needs its runtime, which a musl "
+                 "program cannot load" % lib.SANITIZE)
     blockcli_m, evcli, stdiocli = (musl_client("blockcli"), musl_client("evcli"),
                                    musl_client("stdiocli"))
     why = ("timebox: inactive: this library is built for glibc but the program runs on musl; "
@@ -353,7 +356,10 @@ def test_glibc_build_imports_only_names_musl_has():
     # What lets musl's loader take the glibc build (the test above covers one program; this,
     # every name): each strong import is one musl's libc exports, and it needs no library
     # but libc.so.6, which musl's loader takes for itself.
-    musl_client("blockcli")  # the musl column's prerequisites (and its sanitizer skip)
+    if lib.SANITIZE:
+        lib.skip("a %s sanitizer build of the library needs its runtime, which a musl "
+                 "program cannot load" % lib.SANITIZE)
+    musl_client("blockcli")  # the musl column's prerequisites
     musl_libc = "/lib/x86_64-linux-musl/libc.so"
     assert os.path.exists(musl_libc), musl_libc
     def names(args, path):
