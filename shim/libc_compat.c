@@ -3,9 +3,8 @@
  * musl build, linked against no libc, would otherwise import the name, and glibc's loader,
  * given the musl build by hand, would fail the program on it (at once under LD_BIND_NOW)
  * instead of letting the library say it is inactive. Hidden: the library's own calls bind
- * here, the program's do not. The glibc build compiles nothing from this file. */
-#include <stdlib.h> /* first: glibc's headers define __GLIBC__ */
-#ifndef __GLIBC__
+ * here, the program's do not. The glibc build does not compile this file (Makefile). */
+#include <stdlib.h>
 
 int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
 extern void *__dso_handle;
@@ -19,6 +18,3 @@ int atexit(void (*fn)(void))
 {
 	return __cxa_atexit(call_plain, (void *)fn, __dso_handle);
 }
-#else
-typedef int tb_libc_compat_glibc_has_all; /* ISO C: a file must declare something */
-#endif

@@ -56,8 +56,9 @@ static inline ssize_t tb_pwritev2(int fd, const struct iovec *v, int n, off_t of
  * to nothing, and the constructor is reached, sees musl and leaves the library inert
  * (init.c, libc_mismatch). None of them is called before that check, nor after it on musl.
  * The build's other imports are names both libcs export (tests/e2e/test_musl.py checks the
- * list against musl's libc), libconfig is linked in (Makefile), and the library's
- * thread-locals are initial-exec, so it needs nothing of glibc's loader (__tls_get_addr).
+ * list against musl's libc), libconfig is loaded only to read a file (libconfig_dl.c), and
+ * the library's thread-locals are initial-exec, so it needs nothing of glibc's loader
+ * (__tls_get_addr).
  */
 #pragma weak pwritev2
 #define tb_pwritev2 pwritev2

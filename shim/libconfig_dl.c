@@ -8,10 +8,9 @@
  * calls (the launcher and the unit tests link the real ones): config_init loads
  * libconfig.so.9 once and binds them; if it cannot, config_read_string fails with the
  * loader's reason as the file's error, which the configuration reports as for a broken file.
- * The make MUSL=1 build links its own libconfig.a and compiles nothing of this file.
+ * The make MUSL=1 build links its own libconfig.a and does not compile this file.
  */
-#include <dlfcn.h> /* first: glibc's headers define __GLIBC__ */
-#ifdef __GLIBC__
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -137,6 +136,3 @@ int config_setting_length(const config_setting_t *s)
 {
 	return lc.length(s);
 }
-#else
-typedef int tb_libconfig_dl_musl_links_its_own; /* ISO C: a file must declare something */
-#endif

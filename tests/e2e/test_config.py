@@ -268,6 +268,33 @@ def test_broken_config_bare_library_runs_the_program():
             os.unlink(conf)
 
 
+def test_libconfig_that_cannot_load_is_the_files_error():
+    # The library loads libconfig.so.9 only to read a file (shim/libconfig_dl.c). One it
+    # cannot load (here an empty file found first on LD_LIBRARY_PATH) is reported as the
+    # file's error: the rules are not applied, the program runs, strict mode refuses.
+    with FaultServer() as srv, tempfile.TemporaryDirectory() as d:
+        open(os.path.join(d, "libconfig.so.9"), "w").close()
+        conf = write_conf('destinations = ( { match = "*:%d"; read_timeout = "200ms"; } );'
+                          % srv.port)
+        try:
+            t = "127.0.0.1:%d/delay?ms=600" % srv.port
+            res, r = client([t], conf, env={"LD_LIBRARY_PATH": d})
+            lines = lib.tb_lines(r.stderr)
+            assert len(lines) == 1, r
+            assert "cannot load libconfig.so.9 to read the file" in lines[0], r
+            assert "file too short" in lines[0], r
+            assert res[t][0] == "ok" and res[t][2] >= 600, res  # the file's 200 ms not applied
+            res, r = client([t], conf)  # the same file, libconfig found: the rule applies
+            assert_cut(res, t, "ETIMEDOUT", 200, 550)
+            r = lib.run([PYTHON, "-c", "print('ran')"],
+                        env=lib.preload_env({"TIMEBOX_CONFIG": conf, "TIMEBOX_STRICT": "1",
+                                             "LD_LIBRARY_PATH": d}))
+            assert r.returncode == 2 and r.stdout == "", r
+            assert "cannot load libconfig.so.9" in r.stderr, r
+        finally:
+            os.unlink(conf)
+
+
 def test_environment_beats_the_file():
     with FaultServer() as srv:
         conf = write_conf('''
