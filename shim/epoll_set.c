@@ -96,11 +96,14 @@ static struct tb_epset *set_new(unsigned refs)
 	return s;
 }
 
-/* The last reference went: nobody scans its arrays any more. */
+/* The last reference went: nobody scans its arrays any more. Under the instance's lock:
+ * tb_epset_modify works on an instance it holds no reference to, inside that lock. */
 static void set_release(struct tb_epset *s)
 {
-	struct tb_epset_arr *a = atomic_exchange(&s->arr, NULL), *next;
+	struct tb_epset_arr *a, *next;
 
+	spin_lock(&s->lock);
+	a = atomic_exchange(&s->arr, NULL);
 	free(a);
 	for (a = s->retired; a != NULL; a = next) {
 		next = a->retired_next;
@@ -108,6 +111,7 @@ static void set_release(struct tb_epset *s)
 	}
 	s->retired = NULL;
 	atomic_store(&s->live, 0);
+	spin_unlock(&s->lock);
 	spin_lock(&free_lock);
 	s->free_next = free_list;
 	free_list = s;
@@ -232,6 +236,32 @@ static uint32_t cap_needed(struct tb_epset *s)
 	return cap;
 }
 
+bool tb_epset_modify(int epfd, int fd, uint32_t events, uint64_t tag, uint64_t data)
+{
+	_Atomic(struct tb_epset *) *t = atomic_load_explicit(&tb_eptab, memory_order_acquire);
+	struct tb_epset_ent *e;
+	struct tb_epset *s;
+
+	if (t == NULL ||
+	    (unsigned)epfd >= (unsigned)atomic_load_explicit(&tb_ep_cap, memory_order_relaxed))
+		return false;
+	s = atomic_load_explicit(&t[epfd], memory_order_acquire);
+	if (s == NULL)
+		return false;
+	/* No reference: instances are type-stable (rule 3), so the lock may be taken on one
+	 * that is being released or was recycled; once it is held, release waits for it, and
+	 * an instance the table still names under it is epfd's, with its arrays live. */
+	spin_lock(&s->lock);
+	if (atomic_load_explicit(&t[epfd], memory_order_acquire) != s ||
+	    (e = find(atomic_load_explicit(&s->arr, memory_order_relaxed), fd)) == NULL) {
+		spin_unlock(&s->lock);
+		return false;
+	}
+	fill(e, fd, events, tag, data);
+	spin_unlock(&s->lock);
+	return true;
+}
+
 int tb_epset_put(struct tb_epset *s, int fd, uint32_t events, uint64_t tag, uint64_t data)
 {
 	struct tb_epset_arr *a, *fresh = NULL;
@@ -247,7 +277,8 @@ int tb_epset_put(struct tb_epset *s, int fd, uint32_t events, uint64_t tag, uint
 		if (e != NULL) {
 			fill(e, fd, events, tag, data);
 			spin_unlock(&s->lock);
-			free(fresh);
+			if (fresh != NULL)
+				free(fresh);
 			return 0;
 		}
 		want = cap_needed(s);

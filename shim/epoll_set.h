@@ -30,7 +30,9 @@
  *     itself is released: a reader may still be scanning it. An instance is released when
  *     its last reference goes (the table holds one, each reader one, taken with
  *     tb_epset_get); instances are recycled, never returned to malloc, so a reader holding
- *     a stale pointer can still test it safely (type-stable memory).
+ *     a stale pointer can still test it safely (type-stable memory). The release frees the
+ *     arrays under the instance's lock, so a writer holding that lock and seeing the table
+ *     still name the instance may use its arrays without a reference (tb_epset_modify).
  */
 struct tb_epset_ent {
 	_Atomic int32_t fd;      /* EMPTY, TOMB, or the fd */
@@ -89,6 +91,12 @@ static inline bool tb_epset_known(int epfd)
  * registered before it was governed is first seen at a MOD). Returns 0, or -1 when memory
  * is exhausted (the registration is then not followed). */
 int tb_epset_put(struct tb_epset *set, int fd, uint32_t events, uint64_t tag, uint64_t data);
+
+/* An EPOLL_CTL_MOD of a registration epfd's instance already holds for fd: rewrites it
+ * under the instance's lock, taking no reference (one atomic operation, not three: event
+ * loops modify on every switch between reading and writing). False when there is no such
+ * instance or entry: the caller takes the general path (tb_epset_get_or_make, put). */
+bool tb_epset_modify(int epfd, int fd, uint32_t events, uint64_t tag, uint64_t data);
 
 /* Removes fd's registration, if any. */
 void tb_epset_del(struct tb_epset *set, int fd);

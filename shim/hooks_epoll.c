@@ -293,6 +293,7 @@ static TB_SLOW void ctl_governed(int epfd, int op, int fd, const struct epoll_ev
 {
 	struct tb_epset *set;
 	int saved = errno;
+	uint64_t tag;
 
 	/* A vfork child changes none of the parent's bookkeeping - but MOD is skipped from the
 	 * check, which costs a getpid system call: event loops modify on every read/write
@@ -309,10 +310,15 @@ static TB_SLOW void ctl_governed(int epfd, int op, int fd, const struct epoll_ev
 		}
 		goto out;
 	}
-	if (ev == NULL || (set = tb_epset_get_or_make(epfd)) == NULL)
+	if (ev == NULL)
 		goto out;
 	tb_thread_mark_multiplexed(); /* an event loop: its sockets carry their own calls */
-	tb_epset_put(set, fd, ev->events, sock_tag(s, tb_sock_word(s)), ev->data.u64);
+	tag = sock_tag(s, tb_sock_word(s));
+	if (op == EPOLL_CTL_MOD && tb_epset_modify(epfd, fd, ev->events, tag, ev->data.u64))
+		goto out;
+	if ((set = tb_epset_get_or_make(epfd)) == NULL)
+		goto out;
+	tb_epset_put(set, fd, ev->events, tag, ev->data.u64);
 	tb_epset_put_ref(set);
 out:
 	errno = saved;

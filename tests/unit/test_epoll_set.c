@@ -346,6 +346,88 @@ static void test_recycled_instance_keeps_a_racing_reference(void **state)
 	tb_epset_drop(RACE_EPFD);
 }
 
+/* tb_epset_modify: the MOD fast path rewrites an entry the instance holds, and declines
+ * (false: the caller takes the general path) when the instance or the entry is missing. */
+static void test_modify_rewrites_only_a_known_entry(void **state)
+{
+	struct tb_epset *set = tb_epset_get_or_make(22);
+	struct seen s;
+	int i;
+
+	(void)state;
+	assert_false(tb_epset_modify(23, 5, EPOLLOUT, 1, 5)); /* no instance */
+	assert_false(tb_epset_modify(CAP, 5, EPOLLOUT, 1, 5)); /* outside the table */
+	assert_false(tb_epset_modify(-1, 5, EPOLLOUT, 1, 5));
+	assert_false(tb_epset_modify(22, 5, EPOLLOUT, 1, 5)); /* no entry for fd 5 yet */
+	assert_int_equal(scan(set).n, 0);
+	tb_epset_put(set, 5, EPOLLIN, 1, 55);
+	assert_true(tb_epset_modify(22, 5, EPOLLOUT, 2, 66));
+	s = scan(set);
+	assert_int_equal(s.n, 1);
+	i = index_of(&s, 5);
+	assert_true(i >= 0);
+	assert_int_equal(s.events[i], EPOLLOUT);
+	assert_int_equal(s.tag[i], 2);
+	assert_int_equal(s.data[i], 66);
+	tb_epset_del(set, 5);
+	assert_false(tb_epset_modify(22, 5, EPOLLIN, 2, 66)); /* deleted: a tombstone */
+	tb_epset_put_ref(set);
+	tb_epset_drop(22);
+	assert_false(tb_epset_modify(22, 5, EPOLLIN, 2, 66)); /* the instance is gone */
+}
+
+/* tb_epset_modify holds no reference: while one thread modifies, another closes the epoll
+ * fd and makes a new instance under the same number, over and over. The modifier must never
+ * touch a released instance's arrays (set_release frees them under the lock the modify
+ * holds: the address sanitizer and the thread sanitizer see a violation), and an entry
+ * it rewrote belongs to the instance the table names. At most RACE_SECS. */
+#define MOD_EPFD 24
+static void *mod_racer(void *arg)
+{
+	long *done = arg;
+
+	while (!atomic_load_explicit(&race_over, memory_order_relaxed)) {
+		if (tb_epset_modify(MOD_EPFD, 5, EPOLLOUT, 7, 77))
+			(*done)++;
+	}
+	return NULL;
+}
+
+static void test_modify_races_close_and_recycling(void **state)
+{
+	pthread_t t;
+	long done = 0, rounds = 0;
+	struct timespec t0, now;
+
+	(void)state;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	atomic_store(&race_over, false);
+	assert_int_equal(pthread_create(&t, NULL, mod_racer, &done), 0);
+	for (;; rounds++) {
+		struct tb_epset *s = tb_epset_get_or_make(MOD_EPFD);
+		struct seen seen;
+
+		assert_non_null(s);
+		tb_epset_put(s, 5, EPOLLIN, 7, 77);
+		/* Growth under the racer too: the old array is retired, not freed. */
+		for (int fd = 6; fd < 6 + (int)(rounds % 16); fd++)
+			tb_epset_put(s, fd, EPOLLIN, 1, 1);
+		seen = scan(s);
+		assert_true(index_of(&seen, 5) >= 0);
+		assert_int_equal(seen.tag[index_of(&seen, 5)], 7);
+		tb_epset_put_ref(s);
+		tb_epset_drop(MOD_EPFD);
+		if ((rounds & 0xff) == 0) {
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			if (now.tv_sec - t0.tv_sec >= RACE_SECS)
+				break;
+		}
+	}
+	atomic_store(&race_over, true);
+	pthread_join(t, NULL);
+	assert_true(rounds > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -361,6 +443,8 @@ int main(void)
 		cmocka_unit_test(test_drop_while_referenced_then_reuse),
 		cmocka_unit_test(test_fork_child_inherits_sets_and_lock_is_free),
 		cmocka_unit_test(test_recycled_instance_keeps_a_racing_reference),
+		cmocka_unit_test(test_modify_rewrites_only_a_known_entry),
+		cmocka_unit_test(test_modify_races_close_and_recycling),
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);
