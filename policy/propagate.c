@@ -141,10 +141,10 @@ static bool in_step(struct tb_prop_in *p, unsigned char c, const char *name, uns
 		return false;
 	}
 	switch (p->st) {
-	case IN_METHOD:
+	case IN_METHOD: /* p->hbytes - 1 method bytes before c */
 		if (c == ' ')
 			p->st = IN_TARGET0;
-		else if (!is_tchar(c))
+		else if (!is_tchar(c) || p->hbytes > TB_PROP_METHOD_MAX)
 			p->st = IN_OFF;
 		break;
 	case IN_TARGET0:

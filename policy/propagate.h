@@ -22,6 +22,10 @@
 /* A request head is parsed (in) or scanned (out) up to this many bytes, request line
  * included; a longer head is given up: no deadline read, nothing written. */
 #define TB_PROP_HEAD_MAX 16384
+/* A request line's method has at most this many bytes (the framing's bound, frame_http.c);
+ * a longer token is no HTTP method: the stream is not HTTP. Without the bound, a binary
+ * protocol whose bytes happen to be token characters was scanned to the head's bound. */
+#define TB_PROP_METHOD_MAX 32
 /* A value has at most this many digits (grpc-timeout's limit): 99,999,999 ms is ~27.8 h. */
 #define TB_PROP_DIGITS_MAX 8
 #define TB_PROP_MS_MAX 99999999
@@ -191,6 +195,11 @@ size_t tb_prop_out_sent(struct tb_prop_out *o, size_t k);
 /* Inserted bytes (or in-place value bytes) are still owed: the next send must carry them
  * before anything else of the stream (a program that closes instead just loses them). */
 bool tb_prop_out_pending(const struct tb_prop_out *o);
+
+/* What the stream's current request has shown so far: 1 its request line ended (HTTP),
+ * -1 it was given up before that (not HTTP, or a request line past TB_PROP_HEAD_MAX), 0
+ * neither yet. */
+int tb_prop_out_verdict(const struct tb_prop_out *o);
 
 /* This request carries the header: inserted, or the program's own copy kept or lowered. */
 bool tb_prop_out_carried(const struct tb_prop_out *o);

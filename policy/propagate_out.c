@@ -45,6 +45,13 @@ void tb_prop_out_reset(struct tb_prop_out *o)
 	memset(o, 0, sizeof(*o));
 }
 
+int tb_prop_out_verdict(const struct tb_prop_out *o)
+{
+	if (o->m.st == OUT_OFF) /* only ever reached before the request line's end */
+		return -1;
+	return o->m.st >= OUT_LSTART ? 1 : 0;
+}
+
 /* One byte of the program's request as far as the head goes (m->st < OUT_BODY): the
  * request line validated, header lines told apart, the first copy of the configured
  * header's value followed. Returns EV_* bits. */
@@ -73,10 +80,10 @@ static inline unsigned scan_step(struct tb_prop_scan *m, unsigned char c, const 
 		return ev;
 	}
 	switch (m->st) {
-	case OUT_METHOD:
+	case OUT_METHOD: /* m->hbytes - 1 method bytes before c */
 		if (c == ' ')
 			m->st = OUT_TARGET0;
-		else if (!is_tchar(c))
+		else if (!is_tchar(c) || m->hbytes > TB_PROP_METHOD_MAX)
 			m->st = OUT_OFF;
 		break;
 	case OUT_TARGET0:

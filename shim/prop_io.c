@@ -342,10 +342,19 @@ void tb_pin_writing(int fd)
 
 /* One fd of a propagating socket: the planner's state, for the socket (s, gen) it was set
  * up for; an fd found holding another socket's state starts afresh. Under `flag`. */
+/* What the connection's first request made of it: its request line read whole (HTTP), or
+ * given up before that (not HTTP: TLS, Redis, PostgreSQL, a binary protocol). A connection
+ * does not change protocol in the other direction - an HTTP connection may end up carrying
+ * a tunnel, but one that began as something else never starts speaking HTTP/1.x requests
+ * - so a NOT_HTTP connection's sends are no longer scanned at all: without this, each of
+ * its requests was scanned again from its first byte, up to the method's bound. */
+enum { POUT_UNKNOWN, POUT_HTTP, POUT_NOT_HTTP };
+
 struct pout_entry {
 	struct tb_sock *s;
 	uint32_t gen;
 	atomic_uchar flag;
+	uint8_t verdict; /* POUT_*, for this connection (s, gen) */
 	struct tb_prop_out o;
 };
 
@@ -364,6 +373,7 @@ void tb_pout_connected(int fd, struct tb_sock *s)
 		flag_take(&e->flag);
 		e->s = s;
 		e->gen = TB_ST_GEN(tb_sock_word(s));
+		e->verdict = POUT_UNKNOWN;
 		tb_prop_out_reset(&e->o);
 		flag_drop(&e->flag);
 	}
@@ -387,7 +397,12 @@ static struct pout_entry *pout_take(int fd, struct tb_sock *s, uint32_t gen)
 	if (e->s != s || e->gen != gen) { /* a dup of the socket, or a number reused */
 		e->s = s;
 		e->gen = gen;
+		e->verdict = POUT_UNKNOWN;
 		tb_prop_out_reset(&e->o);
+	}
+	if (e->verdict == POUT_NOT_HTTP) {
+		flag_drop(&e->flag);
+		return NULL; /* nothing can be pending: no request line ever ended */
 	}
 	return e;
 }
@@ -545,7 +560,13 @@ wait:
 		}
 	}
 out:
-	if (e != NULL)
+	if (e != NULL) {
+		if (e->verdict == POUT_UNKNOWN) {
+			int v = tb_prop_out_verdict(&e->o);
+
+			e->verdict = v > 0 ? POUT_HTTP : v < 0 ? POUT_NOT_HTTP : POUT_UNKNOWN;
+		}
 		flag_drop(&e->flag);
+	}
 	return rc;
 }

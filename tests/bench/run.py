@@ -39,7 +39,7 @@ import storm  # noqa: E402  (the downstream-protection workloads, shared with te
 
 BENCH = os.path.join(lib.BUILD, "tests", "bench")
 WORKLOADS = ["exchange", "syscalls", "fastpath", "precision", "scale", "gate", "epoll",
-             "framing", "storm", "adaptive"]
+             "framing", "features", "storm", "adaptive"]
 
 # Every phase and the deadline armed, long enough never to fire during a run: the cost of
 # being governed, not of timing out. HAProxy gets the same numbers.
@@ -817,6 +817,54 @@ def bench_framing(rep, cfg):
             "in both directions. timebox with every limit armed and `protocol = auto`: it " \
             "detects each kind from the first bytes." % (short, long_, long_ - short)
     rep.section("Framing cost per governed exchange", text)
+
+
+# The features a rule may turn on, each alone on top of LIMITS: what one raw exchange costs
+# with it configured, against LIMITS alone (where every one of them is off and costs what
+# its "is it on?" test costs, which the framing workload's raw row already counts).
+FEATURES = [
+    ("breaker", {"TIMEBOX_BREAKER": "on"}, "circuit breaker (5 in a row, or 50 % of 20 in 10 s)"),
+    ("retry budget", {"TIMEBOX_RETRY_BUDGET": "20%"}, "retries within 20 % of first attempts"),
+    ("gate", {"TIMEBOX_MAX_CONNS": 100}, "a fixed gate of 100 per destination"),
+    ("adaptive gate", {"TIMEBOX_MAX_CONNS": "auto"}, "the gate sized by latency"),
+    ("propagation", {"TIMEBOX_SCOPE": "request", "TIMEBOX_PROPAGATE": 1},
+     "scope request, deadline propagation (a raw exchange carries no header)"),
+    ("all of them", {"TIMEBOX_BREAKER": "on", "TIMEBOX_RETRY_BUDGET": "20%",
+                     "TIMEBOX_MAX_CONNS": "auto", "TIMEBOX_SCOPE": "request",
+                     "TIMEBOX_PROPAGATE": 1}, "every row above at once"),
+]
+
+
+def bench_features(rep, cfg):
+    """Workload 9: what each feature costs one governed raw exchange when it is configured
+    (callgrind, the framing workload's method), against every limit armed and nothing else."""
+    short, long_ = cfg["frame_n"]
+    res = {}
+
+    def per_exchange(srv, env):
+        counts = [callgrind_instructions(
+            exchange_cmd(srv.port, 1, k, ["--kind", "raw", "--warmup", 50]), env)
+            for k in (short, long_)]
+        return (counts[1] - counts[0]) / (long_ - short)
+
+    with EchoServer() as srv:
+        native = per_exchange(srv, env_for("native"))
+        base = per_exchange(srv, env_for("timebox"))
+        rows = [["none (every limit armed)", "", fmt(base), "%+.0f" % (base - native), "–"]]
+        for name, extra, desc in FEATURES:
+            n = per_exchange(srv, env_for("timebox", extra))
+            res[name] = {"instructions": n, "above_limits": n - base}
+            rows.append([name, desc, fmt(n), "%+.0f" % (n - native), "%+.0f" % (n - base)])
+    res["native"], res["limits"] = native, base
+    rep.results["features"] = res
+    text = table(["configured", "what", "instructions/exchange", "added to native %s" %
+                  fmt(native), "above the limits alone"], rows)
+    text += "\n\nThe raw exchange of the framing workload (64 B each way, echoed; runs of %d " \
+            "and %d exchanges, the difference divided by the exchanges between them), with " \
+            "each feature configured alone on top of every limit armed. A feature that is " \
+            "not configured costs the test that finds it off, which the first row includes." \
+            % (short, long_)
+    rep.section("What each feature costs when configured", text)
 
 
 def unknown_settings(run):

@@ -222,6 +222,25 @@ static void test_in_not_http(void **state)
 	assert_int_equal(tb_prop_in_feed(&p, NULL, "GET / HTTP/1.1\r\n\r\n", 18), TB_PIN_NOT_HTTP);
 }
 
+/* A method is at most TB_PROP_METHOD_MAX bytes: 32 is read, 33 is no HTTP (a binary stream
+ * of token characters is given up there, not scanned to the head's bound). */
+static void test_in_method_bound(void **state)
+{
+	char head[128];
+	int st;
+	struct tb_prop_in p;
+
+	(void)state;
+	snprintf(head, sizeof(head), "%.*s / HTTP/1.1\r\nX-Deadline-Ms: 250\r\n\r\n",
+		 TB_PROP_METHOD_MAX, "ABCDEFGHIJKLMNOPQRSTUVWXYZABCDEFGHIJ");
+	assert_true(in_whole(NULL, head, &st, &p) > 0);
+	assert_int_equal(st, TB_PIN_HEAD_DONE);
+	snprintf(head, sizeof(head), "%.*s / HTTP/1.1\r\nX-Deadline-Ms: 250\r\n\r\n",
+		 TB_PROP_METHOD_MAX + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZABCDEFGHIJ");
+	in_whole(NULL, head, &st, &p);
+	assert_int_equal(st, TB_PIN_NOT_HTTP);
+}
+
 static void test_in_malformed_head_given_up(void **state)
 {
 	struct tb_prop_in p;
@@ -626,6 +645,25 @@ static void test_out_other_protocols_untouched(void **state)
 	same_bytes(h09, sizeof(h09) - 1);
 }
 
+/* The planner's method bound: 32 bytes take the header, 33 are not HTTP (unchanged). */
+static void test_out_method_bound(void **state)
+{
+	static const char letters[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZABCDEFGHIJ";
+	char prog[128], want[256];
+	size_t len, wl;
+
+	(void)state;
+	len = (size_t)snprintf(prog, sizeof(prog), "%.*s / HTTP/1.1\r\nHost: x\r\n\r\n",
+			       TB_PROP_METHOD_MAX, letters);
+	struct stream s = { .prog = prog, .len = len, .ms = 321 };
+	run_stream(&s);
+	wl = expect_inserted(want, prog, len, HDR ": 321\r\n");
+	assert_wire(&s, want, wl);
+	len = (size_t)snprintf(prog, sizeof(prog), "%.*s / HTTP/1.1\r\nHost: x\r\n\r\n",
+			       TB_PROP_METHOD_MAX + 1, letters);
+	same_bytes(prog, len);
+}
+
 /* outmax too small: nothing owed, so the send goes unchanged and the request is said to
  * miss its header; owed bytes always go first, in fewer of the program's bytes. */
 static void test_out_outmax_rule(void **state)
@@ -762,6 +800,7 @@ int main(void)
 		cmocka_unit_test(test_in_folded_line_is_not_read),
 		cmocka_unit_test(test_in_bare_lf_and_empty_lines_before),
 		cmocka_unit_test(test_in_not_http),
+		cmocka_unit_test(test_in_method_bound),
 		cmocka_unit_test(test_in_malformed_head_given_up),
 		cmocka_unit_test(test_in_huge_head_bounded),
 		cmocka_unit_test(test_in_split_at_every_byte),
@@ -772,6 +811,7 @@ int main(void)
 		cmocka_unit_test(test_out_program_copy_in_a_later_send),
 		cmocka_unit_test(test_out_body_never_scanned),
 		cmocka_unit_test(test_out_other_protocols_untouched),
+		cmocka_unit_test(test_out_method_bound),
 		cmocka_unit_test(test_out_outmax_rule),
 		cmocka_unit_test(test_out_owed_bytes_first),
 		cmocka_unit_test(test_out_abandoned_plan_and_no_room),
