@@ -26,20 +26,20 @@ static int64_t bucket_of(const struct tb_window *w, int64_t now)
 	 * negative time (a test's, a caller's "0 - x") in the bucket of a positive one. */
 	int64_t i = now / len;
 
-	return (now % len < 0) ? i - 1 : i;
+	return now - i * len < 0 ? i - 1 : i; /* one division per call, not two */
 }
 
 static int slot_of(int64_t idx)
 {
+	if (idx >= 0) /* every monotonic time: one remainder, not two */
+		return (int)(idx % TB_WINDOW_BUCKETS);
 	return (int)(((idx % TB_WINDOW_BUCKETS) + TB_WINDOW_BUCKETS) % TB_WINDOW_BUCKETS);
 }
 
-/* Moves the newest bucket up to `now`'s, clearing the buckets it passes: they hold counts
- * of one window ago. */
-static void advance(struct tb_window *w, int64_t now)
+/* Moves the newest bucket up to idx (`now`'s), clearing the buckets it passes: they hold
+ * counts of one window ago. */
+static void advance(struct tb_window *w, int64_t idx)
 {
-	int64_t idx = bucket_of(w, now);
-
 	if (idx <= w->newest)
 		return;
 	if (idx - w->newest >= TB_WINDOW_BUCKETS) {
@@ -63,7 +63,7 @@ void tb_window_add(struct tb_window *w, int64_t now, uint32_t a, uint32_t b)
 	int64_t idx = bucket_of(w, now);
 	int slot;
 
-	advance(w, now);
+	advance(w, idx);
 	if (w->newest - idx >= TB_WINDOW_BUCKETS)
 		return;
 	slot = slot_of(idx);
@@ -75,7 +75,7 @@ void tb_window_sum(struct tb_window *w, int64_t now, uint64_t *a, uint64_t *b)
 {
 	uint64_t sa = 0, sb = 0;
 
-	advance(w, now);
+	advance(w, bucket_of(w, now));
 	for (int i = 0; i < TB_WINDOW_BUCKETS; i++) {
 		sa += w->a[i];
 		sb += w->b[i];
