@@ -536,14 +536,13 @@ void tb_prot_drop(const struct tb_prot_ticket *t)
 }
 
 /* The call's one outcome: failed, or answered with latency rtt (-1: unknown). */
-static void record(struct entry *e, struct call *c, bool failed, const char *reason,
-		   int64_t rtt, struct tb_prot_note *out)
+static void record_at(struct entry *e, struct call *c, bool failed, const char *reason,
+		      int64_t rtt, struct tb_prot_note *out, int64_t now)
 {
 	struct tb_prot_note note = { .ch = TB_BREAKER_SAME };
 	struct tb_breaker_ticket t = ticket_unpack(atomic_load_explicit(&c->ticket,
 									memory_order_relaxed));
 	int tid = atomic_load_explicit(&c->tid, memory_order_relaxed);
-	int64_t now = tb_now();
 	struct tb_gate *g = NULL;
 	int limit = 0;
 	int64_t min_rtt = 0;
@@ -588,6 +587,13 @@ static void record(struct entry *e, struct call *c, bool failed, const char *rea
 		if (e->log_sizes)
 			tb_log_adaptive(&e->dest, limit, min_rtt, rtt);
 	}
+}
+
+/* record_at now. */
+static void record(struct entry *e, struct call *c, bool failed, const char *reason,
+		   int64_t rtt, struct tb_prot_note *out)
+{
+	record_at(e, c, failed, reason, rtt, out, tb_now());
 }
 
 static bool take_outcome(struct call *c)
@@ -653,7 +659,7 @@ void tb_prot_sent(struct tb_sock *s, int64_t now)
 	}
 }
 
-void tb_prot_answered(struct tb_sock *s)
+void tb_prot_answered(struct tb_sock *s, int64_t now)
 {
 	struct entry *e;
 	struct call *c = call_of(s, &e);
@@ -666,11 +672,13 @@ void tb_prot_answered(struct tb_sock *s)
 		return; /* bytes the peer sent first (a greeting): no request to answer yet */
 	if (!take_outcome(c))
 		return;
-	rtt = tb_now() - at;
+	if (now == 0)
+		now = tb_now();
+	rtt = now - at;
 	if (e->slow_ns > 0 && rtt > e->slow_ns)
-		record(e, c, true, "slow", rtt, NULL);
+		record_at(e, c, true, "slow", rtt, NULL, now);
 	else
-		record(e, c, false, NULL, rtt, NULL);
+		record_at(e, c, false, NULL, rtt, NULL, now);
 }
 
 void tb_prot_http_status(struct tb_sock *s, bool gateway)

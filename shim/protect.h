@@ -94,9 +94,10 @@ static inline bool tb_prot_is_reset(int err)
  * new request after an answered one starts a new call. */
 void tb_prot_sent(struct tb_sock *s, int64_t now);
 
-/* The first byte of the answer came: the call succeeded (or is slow), and its latency is
+/* The first byte of the answer came at `now` (the transfer's clock reading after the read;
+ * 0: none was taken, read it here): the call succeeded (or is slow), and its latency is
  * the adaptive gate's sample. */
-void tb_prot_answered(struct tb_sock *s);
+void tb_prot_answered(struct tb_sock *s, int64_t now);
 
 /* The framing read a final HTTP status of 5xx (`gateway`: 502, 503 or 504). */
 void tb_prot_http_status(struct tb_sock *s, bool gateway);

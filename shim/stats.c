@@ -521,16 +521,16 @@ void tb_stats_sent(struct tb_sock *s, int64_t now)
 	STORE(c->req_at, now);
 }
 
-void tb_stats_received(struct tb_sock *s, ssize_t r)
+int64_t tb_stats_received(struct tb_sock *s, ssize_t r)
 {
 	struct call *c = call_of(s);
 	int64_t now;
 
 	if (c == NULL)
-		return;
+		return 0;
 	if (r == 0) {
 		complete(c);
-		return;
+		return 0;
 	}
 	now = tb_now();
 	STORE(c->last_rx, now);
@@ -542,6 +542,7 @@ void tb_stats_received(struct tb_sock *s, ssize_t r)
 		if (row != NULL)
 			tb_hist_record(&row->hist[TB_HIST_FIRST_BYTE], now - LOAD(c->req_at));
 	}
+	return now;
 }
 
 void tb_stats_notice(struct tb_sock *s, enum tb_notice k)

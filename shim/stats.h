@@ -32,8 +32,9 @@ void tb_stats_connected(struct tb_sock *s);
  * the program made the call (the transfer's own clock reading: no clock read here). */
 void tb_stats_sent(struct tb_sock *s, int64_t begun);
 
-/* A read returned r bytes (0: EOF). Reads the clock once (the response's last byte so far). */
-void tb_stats_received(struct tb_sock *s, ssize_t r);
+/* A read returned r bytes (0: EOF). Reads the clock once (the response's last byte so far)
+ * and returns that reading for the transfer's other users (0: no reading was taken). */
+int64_t tb_stats_received(struct tb_sock *s, ssize_t r);
 
 /* The program closes an fd of s: a call whose response is complete ends there (framed:
  * the framing rests, or TLS answered; raw: response bytes read since the last send), as

@@ -586,6 +586,7 @@ __attribute__((always_inline)) inline ssize_t tb_xfer_end(struct tb_xfer *x, ssi
 	struct tb_sock *s = x->s;
 	const struct tb_settings *set;
 	int err = *x->errp;
+	int64_t rx_at = 0;
 
 	if (x->waited) {
 		/* Unless the wait was ended for us (a nested handler judged it abandoned). */
@@ -603,7 +604,7 @@ __attribute__((always_inline)) inline ssize_t tb_xfer_end(struct tb_xfer *x, ssi
 	set = atomic_load_explicit(&s->set, memory_order_relaxed);
 	if (x->side == TB_RD) {
 		if (r >= 0)
-			tb_stats_received(s, r);
+			rx_at = tb_stats_received(s, r);
 	} else if (r > 0) {
 		tb_stats_sent(s, x->now);
 		if (TB_UNLIKELY(set->protects))
@@ -622,7 +623,7 @@ __attribute__((always_inline)) inline ssize_t tb_xfer_end(struct tb_xfer *x, ssi
 			tb_budget_on_response(tb_budget_here(), set);
 		/* After the framing: a 5xx status in these bytes has failed the call first. */
 		if (TB_UNLIKELY(set->protects) && x->side == TB_RD)
-			tb_prot_answered(s);
+			tb_prot_answered(s, rx_at); /* the statistics' clock reading, if any */
 		*x->errp = x->saved_errno;
 		return r;
 	}
