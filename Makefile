@@ -91,15 +91,16 @@ endif
 POLICY_SRCS  := $(wildcard policy/*.c)
 RUNTIME_SRCS := $(wildcard shim/*.c)
 # musl's FILE is opaque (no glibc libio fields, no __uflow): the glibc build's stdio hooks
-# move bytes through glibc's buffer pointers; the musl build has its own readers, on musl's
-# <stdio_ext.h> (hooks_stdio_musl.c).
+# move bytes through glibc's buffer pointers; the musl build has its own readers and
+# writers, on musl's <stdio_ext.h> (hooks_stdio_musl.c, hooks_stdio_musl_w.c).
 ifneq ($(MUSL),)
 # Each build has its own stand-ins for what the other libc provides: the musl build an
 # atexit (libc_compat.c), the glibc build a libconfig loaded at run time (libconfig_dl.c).
 RUNTIME_SRCS := $(filter-out shim/hooks_stdio.c shim/hooks_scanf.c shim/stdio_wait.c \
                 shim/libconfig_dl.c,$(RUNTIME_SRCS))
 else
-RUNTIME_SRCS := $(filter-out shim/hooks_stdio_musl.c shim/libc_compat.c,$(RUNTIME_SRCS))
+RUNTIME_SRCS := $(filter-out shim/hooks_stdio_musl.c shim/hooks_stdio_musl_w.c \
+                shim/libc_compat.c,$(RUNTIME_SRCS))
 endif
 CLI_SRCS     := $(wildcard cli/*.c)
 POLICY_OBJS  := $(POLICY_SRCS:%.c=$(BUILD)/obj/%.o)

@@ -207,12 +207,18 @@ def test_musl_evcli_stall_cut_at_first_byte():
             assert 500 <= int(rec["elapsed_ms"]) < lib.slack(500), (mode, r)
 
 
-STDIO_APIS = ["fgets", "fgets_unlocked", "fread", "getc", "getc_unlocked", "getline"]
+STDIO_APIS = ["fgets", "fgets_unlocked", "fread", "getc", "getc_unlocked", "getline",
+              "fscanf"]
+# The writers stdiocli can send with (--write, --flood): fflush is fputs into a 1 MiB
+# buffer, then fflush.
+STDIO_WRITERS = ["fprintf", "fputs", "fwrite", "putc", "putc_unlocked", "fflush"]
 
 
 def test_musl_stdio_readers_are_governed():
     # musl refills a FILE with its own readv, unseen by any hook: the musl build reads a
-    # governed socket's FILE itself, one wait per refill (shim/hooks_stdio_musl.c).
+    # governed socket's FILE itself, one wait per refill (shim/hooks_stdio_musl.c). fscanf
+    # ("%c" a call) cannot be split: its first refill is a wait of its own, so its first
+    # byte limit and its deadline hold, and a steady drip (one refill per call) is not cut.
     stdiocli = musl_client("stdiocli")
     with FaultServer() as srv:
         for api in STDIO_APIS:
@@ -240,6 +246,26 @@ def test_musl_stdio_readers_are_governed():
             assert no_times(r.stdout) == no_times(native.stdout) and r.stderr == "", (api, r)
 
 
+def test_musl_stdio_writers_to_a_peer_that_never_reads_are_cut():
+    # musl sends a FILE's buffer with its own writev, unseen by any hook: the musl build
+    # makes a stdio write that may reach a governed socket a write-side wait
+    # (shim/hooks_stdio_musl_w.c). stdiocli --flood writes 64 KiB lines to a peer that never
+    # reads, SIGPIPE at its default: the blocked call fails with ETIMEDOUT and ferror set,
+    # never before the limit, and the program lives to say so (the cut's EPIPE raised no
+    # SIGPIPE). The upper bound is generous: a flush that still moves bytes into the peer's
+    # receive buffer is progress (the watchdog's SIOCOUTQ samples), as for a blocked send.
+    stdiocli = musl_client("stdiocli")
+    for api in STDIO_WRITERS:
+        r = timebox_run(["--write-timeout", "400ms"], [stdiocli, "--flood", api], timeout=20)
+        assert r.returncode == 1 and not r.timed_out, (api, r)
+        rec = lib.parse_logfmt(r.stdout.strip())
+        assert (rec.get("result"), rec.get("errno"), rec.get("ferror")) == \
+            ("error", "ETIMEDOUT", "1"), (api, r)
+        assert int(rec["bytes"]) > 0, (api, r)
+        assert_fired(float(rec["ms"]), 400, "%s's write timeout" % api, upper=2500)
+        one_event(r.stderr, event="timeout", phase="write", limit_ms=400)
+
+
 def no_times(out):
     """out without the fields that carry times (ms=, total_ms=): what must be identical."""
     return [" ".join(f for f in line.split() if not f.startswith(("ms=", "total_ms=")))
@@ -258,7 +284,14 @@ def test_musl_healthy_exchanges_are_byte_identical():
                     [stdiocli, "--port", str(srv.port), "--path", "/big?bytes=200000",
                      "--api", "fread"],
                     [stdiocli, "--port", str(srv.port), "--path", "/big?bytes=50000",
-                     "--api", "fgets"]):
+                     "--api", "fgets"]) + tuple(
+                    # The request through each governed writer, the answer through fgets.
+                    [stdiocli, "--port", str(srv.port), "--path", "/big?bytes=30000",
+                     "--api", "fgets", "--write", api] for api in STDIO_WRITERS) + (
+                    # fwrite out, fread back through an echo server, at once: in chunks
+                    # that fill the buffer (no wait) and chunks that flush (waits).
+                    [stdiocli, "--loop", "67108864", "--chunk", "65536"],
+                    [stdiocli, "--loop", "4000000", "--chunk", "777"]):
             native = lib.run(cmd, env=lib.native_env(clean=True))
             governed = timebox_run(limits, cmd)
             assert native.returncode == 0, native
