@@ -56,21 +56,31 @@ size_t fwrite_unlocked(const void *p, size_t size, size_t n, FILE *f);
 int fputs_unlocked(const char *str, FILE *f);
 int fflush_unlocked(FILE *f);
 
-/* The governed socket under f, or NULL (most FILEs: files, pipes, untracked sockets). */
+/* The governed socket under f, or NULL (most FILEs: files, pipes, untracked sockets) (as hooks_stdio_musl.c's).
+ * musl's fileno of a memory stream (fmemopen, open_memstream: no fd) sets errno to EBADF:
+ * a pass-through must leave the caller's errno as it was. */
 static inline struct tb_sock *file_sock(FILE *f, int *fd)
 {
+	int saved = errno;
+
 	*fd = fileno(f);
-	return *fd >= 0 ? tb_fd_sock(*fd) : NULL;
+	if (*fd < 0) {
+		errno = saved;
+		return NULL;
+	}
+	return tb_fd_sock(*fd);
 }
 
-/* True when writing n more bytes may make musl write to the fd: a line-buffered stream
- * (a newline flushes), an unbuffered one (size 0), or one without room for them. A stream
- * not yet in write mode has its whole buffer (musl's __towrite makes no system call). Not
- * exact on purpose where it costs nothing: n equal to the room does not flush in musl. The
- * caller holds f's lock. */
-static bool may_flush(FILE *f, size_t n)
+/* True when writing bytes[0..n) may make musl write to the fd: no room for them (an
+ * unbuffered stream has a buffer of size 0), or a newline on a line-buffered stream. A
+ * stream not yet in write mode has its whole buffer (musl's __towrite makes no system
+ * call). One byte cautious: n equal to the room does not flush in musl. The caller holds
+ * f's lock. */
+static bool may_flush(FILE *f, const void *bytes, size_t n)
 {
-	return __flbf(f) || __fbufsize(f) - __fpending(f) <= n;
+	if (__fbufsize(f) - __fpending(f) <= n)
+		return true;
+	return __flbf(f) && memchr(bytes, '\n', n) != NULL;
 }
 
 struct put {
@@ -114,18 +124,20 @@ static bool put_end(struct put *w, FILE *f, bool ok)
 }
 
 /* musl's fwrite of bytes[0..n) on f, governed when it may reach the socket. Returns what
- * fwrite returned, 0 when the socket had expired or was cut. The caller holds f's lock. */
+ * fwrite returned (what it took before a cut, too), 0 when the socket had expired. The
+ * caller holds f's lock. */
 static size_t put_bytes(struct tb_sock *s, int fd, FILE *f, const void *bytes, size_t n)
 {
 	struct put w;
 	size_t r;
 
-	if (!may_flush(f, n))
+	if (!may_flush(f, bytes, n))
 		return tb_real.fwrite(bytes, 1, n, f);
 	if (put_begin(&w, s, fd, f) < 0)
 		return 0;
 	r = tb_real.fwrite(bytes, 1, n, f);
-	return put_end(&w, f, r == n) ? 0 : r;
+	put_end(&w, f, r == n);
+	return r;
 }
 
 static TB_SLOW size_t fwrite_governed(struct tb_sock *s, int fd, const void *p, size_t size,
@@ -185,11 +197,12 @@ TB_EXPORT int fputs_unlocked(const char *str, FILE *f)
 /* One byte: musl's own putc into the buffer when it has room (no wait), else governed. */
 static TB_SLOW int putc_governed(struct tb_sock *s, int fd, int c, FILE *f)
 {
+	unsigned char byte = (unsigned char)c; /* what musl's putc compares with '\n' */
 	struct put w;
 	int r;
 
 	flockfile(f);
-	if (!may_flush(f, 1)) {
+	if (!may_flush(f, &byte, 1)) {
 		r = tb_real.fputc_unlocked(c, f);
 	} else if (put_begin(&w, s, fd, f) < 0) {
 		r = EOF;

@@ -266,6 +266,20 @@ def test_musl_stdio_writers_to_a_peer_that_never_reads_are_cut():
         one_event(r.stderr, event="timeout", phase="write", limit_ms=400)
 
 
+def test_musl_stdio_on_a_memory_stream_keeps_errno():
+    # tests/regress/stdio_memory_errno.c, built with musl-gcc: musl's fileno of a memory
+    # stream sets errno to EBADF, and the hooks' pass-through left it so after calls that
+    # succeeded. The program runs itself under the library named by TBR_PRELOAD.
+    require_plain_build()
+    prog = os.path.join(MUSL_BUILD, "tests", "regress", "stdio_memory_errno")
+    musl_client("stdiocli")  # the musl column's prerequisites
+    assert os.path.exists(prog), "%s is not built: run make musl-clients" % prog
+    env = lib.native_env(clean=True)
+    env["TBR_PRELOAD"] = MUSL_LIB
+    r = lib.run([prog], env=env)
+    assert r.returncode == 0 and r.stderr == "", r
+
+
 def no_times(out):
     """out without the fields that carry times (ms=, total_ms=): what must be identical."""
     return [" ".join(f for f in line.split() if not f.startswith(("ms=", "total_ms=")))
