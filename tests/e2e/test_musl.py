@@ -11,6 +11,7 @@ installs musl-tools): a missing piece fails the test with what to run, never a s
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 
@@ -251,8 +252,8 @@ def test_musl_stdio_writers_to_a_peer_that_never_reads_are_cut():
     # makes a stdio write that may reach a governed socket a write-side wait
     # (shim/hooks_stdio_musl_w.c). stdiocli --flood writes 64 KiB lines to a peer that never
     # reads, SIGPIPE at its default: the blocked call fails with ETIMEDOUT and ferror set,
-    # never before the limit, and the program lives to say so (the cut's EPIPE raised no
-    # SIGPIPE). The upper bound is generous: a flush that still moves bytes into the peer's
+    # never before the limit, and the program lives to say so (the SIGPIPE the cut's EPIPE
+    # raised is consumed). The upper bound is generous: a flush that still moves bytes into the peer's
     # receive buffer is progress (the watchdog's SIOCOUTQ samples), as for a blocked send.
     stdiocli = musl_client("stdiocli")
     for api in STDIO_WRITERS:
@@ -264,6 +265,14 @@ def test_musl_stdio_writers_to_a_peer_that_never_reads_are_cut():
         assert int(rec["bytes"]) > 0, (api, r)
         assert_fired(float(rec["ms"]), 400, "%s's write timeout" % api, upper=2500)
         one_event(r.stderr, event="timeout", phase="write", limit_ms=400)
+
+        # A genuine EPIPE (the peer closed) still raises SIGPIPE, as natively: the one
+        # held back during a governed write is delivered, not consumed.
+        cmd = [stdiocli, "--flood", api, "--peer-closes"]
+        native = lib.run(cmd, env=lib.native_env(clean=True), timeout=20)
+        r = timebox_run(["--write-timeout", "400ms"], cmd, timeout=20)
+        assert native.returncode == -signal.SIGPIPE, (api, native)
+        assert r.returncode == -signal.SIGPIPE and r.stdout == "", (api, r)
 
 
 def test_musl_stdio_on_a_memory_stream_keeps_errno():

@@ -6,7 +6,7 @@
  * usage: stdiocli --port N --path /x --api API [--write WAPI] [--host 127.0.0.1]
  *                 [--sleep-ms M]
  *        stdiocli --loop BYTES [--chunk B]
- *        stdiocli --flood WAPI
+ *        stdiocli --flood WAPI [--peer-closes]
  *
  * API: fgets, fgets_chk, fgets_unlocked, fread, getc, getc_unlocked (the <stdio.h> macro,
  * whose slow path is __uflow), fscanf (one "%c" per byte), getline. --sleep-ms M: before
@@ -29,6 +29,9 @@
  *
  *   flood api=A ms=X result=error errno=NAME ferror=0|1 bytes=B
  *   flood api=A result=ok bytes=B            (every write went through: not bounded)
+ *
+ * --peer-closes: the listener closes the connection at once instead, so a write fails with
+ * EPIPE and SIGPIPE, at its default, ends the program (as it would without timebox).
  *
  * Exit status: 0 on a complete response (or a matching loop), 1 otherwise, 2 for usage.
  */
@@ -188,7 +191,7 @@ static int fetch(const char *host, int port, const char *path, const char *api,
 
 /* ---- --flood: a peer that never reads ------------------------------------------------- */
 
-static int flood(const char *wapi)
+static int flood(const char *wapi, bool peer_closes)
 {
 	static char line[65536];
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -205,6 +208,8 @@ static int flood(const char *wapi)
 	peer = accept(lfd, NULL, NULL);
 	if (f == NULL || peer < 0)
 		return 2;
+	if (peer_closes)
+		close(peer);
 	/* A cut must be reported, not kill the program: SIGPIPE as a program that never
 	 * thought of it has it. */
 	signal(SIGPIPE, SIG_DFL);
@@ -338,10 +343,12 @@ int main(int argc, char **argv)
 		{ "sleep-ms", required_argument, NULL, 's' },
 		{ "loop", required_argument, NULL, 'l' }, { "chunk", required_argument, NULL, 'c' },
 		{ "write", required_argument, NULL, 'w' }, { "flood", required_argument, NULL, 'f' },
+		{ "peer-closes", no_argument, NULL, 'C' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *host = "127.0.0.1", *path = "/ok", *api = "fgets", *wapi = "fprintf";
 	const char *flood_wapi = NULL;
+	bool peer_closes = false;
 	long port = 0, sleep_ms = 0;
 	unsigned long long loop_bytes = 0;
 	size_t chunk = 65536;
@@ -359,12 +366,13 @@ int main(int argc, char **argv)
 		case 'c': chunk = (size_t)atol(optarg); break;
 		case 'w': wapi = optarg; break;
 		case 'f': flood_wapi = optarg; break;
+		case 'C': peer_closes = true; break;
 		default: return 2;
 		}
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (flood_wapi != NULL)
-		return flood(flood_wapi);
+		return flood(flood_wapi, peer_closes);
 	if (loop_bytes > 0)
 		return loop(loop_bytes, chunk > 0 ? chunk : 65536);
 	if (port <= 0)
