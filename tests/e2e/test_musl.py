@@ -311,10 +311,13 @@ def test_musl_healthy_exchanges_are_byte_identical():
                     # The request through each governed writer, the answer through fgets.
                     [stdiocli, "--port", str(srv.port), "--path", "/big?bytes=30000",
                      "--api", "fgets", "--write", api] for api in STDIO_WRITERS) + (
-                    # fwrite out, fread back through an echo server, at once: in chunks
-                    # that fill the buffer (no wait) and chunks that flush (waits).
+                    # Written out, read back with fread through an echo server, at once:
+                    # in chunks that fill the buffer (no wait) and chunks that flush (a
+                    # wait; fprintf's text formatted on the heap).
                     [stdiocli, "--loop", "67108864", "--chunk", "65536"],
-                    [stdiocli, "--loop", "4000000", "--chunk", "777"]):
+                    [stdiocli, "--loop", "4000000", "--chunk", "777"]) + tuple(
+                    [stdiocli, "--loop", "2000000", "--chunk", "5000", "--write", api]
+                    for api in STDIO_WRITERS):
             native = lib.run(cmd, env=lib.native_env(clean=True))
             governed = timebox_run(limits, cmd)
             assert native.returncode == 0, native

@@ -5,7 +5,7 @@
  *
  * usage: stdiocli --port N --path /x --api API [--write WAPI] [--host 127.0.0.1]
  *                 [--sleep-ms M]
- *        stdiocli --loop BYTES [--chunk B]
+ *        stdiocli --loop BYTES [--chunk B] [--write WAPI]
  *        stdiocli --flood WAPI [--peer-closes]
  *
  * API: fgets, fgets_chk, fgets_unlocked, fread, getc, getc_unlocked (the <stdio.h> macro,
@@ -19,7 +19,8 @@
  *
  * sum is FNV-1a of the whole response. --loop BYTES: forks a server that echoes what it
  * reads (plain read/write), and pushes BYTES through one governed socket, written with
- * fwrite by one thread and read back with fread by another:
+ * fwrite (or --write WAPI, a chunk a call) by one thread and read back with fread by
+ * another:
  *
  *   loop bytes=B ms=X result=ok|mismatch sent=H got=H
  *
@@ -150,7 +151,7 @@ static void buffer_for(const char *wapi, FILE *f)
 static int fetch(const char *host, int port, const char *path, const char *api,
 		 const char *wapi, long sleep_ms)
 {
-	char buf[1000], req[600], *line = NULL;
+	char buf[1000], req[8192], *line = NULL;
 	size_t linecap = 0, n;
 	uint64_t sum = FNV_INIT, bytes = 0;
 	double t0 = tbt_now_ms();
@@ -242,6 +243,7 @@ struct loop {
 	FILE *out;
 	uint64_t bytes, sent;
 	size_t chunk;
+	const char *wapi;
 };
 
 static void fill(char *p, size_t n, uint64_t off)
@@ -253,15 +255,17 @@ static void fill(char *p, size_t n, uint64_t off)
 static void *writer(void *arg)
 {
 	struct loop *l = arg;
-	char *buf = malloc(l->chunk);
+	char *buf = malloc(l->chunk + 1);
 	uint64_t off = 0, sum = FNV_INIT;
 
 	while (buf != NULL && off < l->bytes) {
 		size_t n = l->bytes - off < l->chunk ? (size_t)(l->bytes - off) : l->chunk;
 
 		fill(buf, n, off);
+		buf[n] = '\0'; /* fputs's string */
 		sum = fnv(sum, buf, n);
-		if (fwrite(buf, 1, n, l->out) != n)
+		if (write_with(l->wapi, l->out, buf, n) < 0 ||
+		    (!strcmp(l->wapi, "fflush") && fflush(l->out) != 0))
 			break;
 		off += n;
 	}
@@ -289,12 +293,12 @@ static void echo_server(int lfd)
 	_exit(0);
 }
 
-static int loop(uint64_t bytes, size_t chunk)
+static int loop(uint64_t bytes, size_t chunk, const char *wapi)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t alen = sizeof(a);
 	int lfd = socket(AF_INET, SOCK_STREAM, 0), fd, st;
-	struct loop l = { .bytes = bytes, .chunk = chunk };
+	struct loop l = { .bytes = bytes, .chunk = chunk, .wapi = wapi };
 	char *buf = malloc(chunk);
 	uint64_t got = 0, sum = FNV_INIT;
 	bool pattern = true;
@@ -313,7 +317,10 @@ static int loop(uint64_t bytes, size_t chunk)
 	fd = dial("127.0.0.1", ntohs(a.sin_port));
 	in = fdopen(fd, "r");
 	l.out = fdopen(dup(fd), "w");
-	if (in == NULL || l.out == NULL || pthread_create(&t, NULL, writer, &l) != 0)
+	if (in == NULL || l.out == NULL)
+		return 2;
+	buffer_for(wapi, l.out);
+	if (pthread_create(&t, NULL, writer, &l) != 0)
 		return 2;
 	for (;;) {
 		size_t n = fread(buf, 1, chunk, in);
@@ -346,7 +353,7 @@ int main(int argc, char **argv)
 		{ "peer-closes", no_argument, NULL, 'C' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *host = "127.0.0.1", *path = "/ok", *api = "fgets", *wapi = "fprintf";
+	const char *host = "127.0.0.1", *path = "/ok", *api = "fgets", *wapi = NULL;
 	const char *flood_wapi = NULL;
 	bool peer_closes = false;
 	long port = 0, sleep_ms = 0;
@@ -374,8 +381,8 @@ int main(int argc, char **argv)
 	if (flood_wapi != NULL)
 		return flood(flood_wapi, peer_closes);
 	if (loop_bytes > 0)
-		return loop(loop_bytes, chunk > 0 ? chunk : 65536);
+		return loop(loop_bytes, chunk > 0 ? chunk : 65536, wapi != NULL ? wapi : "fwrite");
 	if (port <= 0)
 		return 2;
-	return fetch(host, (int)port, path, api, wapi, sleep_ms);
+	return fetch(host, (int)port, path, api, wapi != NULL ? wapi : "fprintf", sleep_ms);
 }
