@@ -274,6 +274,18 @@ def test_musl_stdio_writers_to_a_peer_that_never_reads_are_cut():
         assert native.returncode == -signal.SIGPIPE, (api, native)
         assert r.returncode == -signal.SIGPIPE and r.stdout == "", (api, r)
 
+    # The deadline bounds a stdio write as it bounds write(); on_timeout=eagain reports the
+    # first cut as EAGAIN. The deadline runs from the connect, so the event says when.
+    for api, options, err in (("fprintf", [], "ETIMEDOUT"),
+                              ("fwrite", ["--on-timeout", "eagain"], "EAGAIN")):
+        r = timebox_run(["--deadline", "700ms"] + options, [stdiocli, "--flood", api],
+                        timeout=20)
+        rec = lib.parse_logfmt(r.stdout.strip())
+        assert (rec.get("result"), rec.get("errno"), rec.get("ferror")) == \
+            ("error", err, "1"), (api, r)
+        event = one_event(r.stderr, event="timeout", phase="deadline", limit_ms=700)
+        assert 700 <= int(event["elapsed_ms"]) < lib.slack(700), (api, r)
+
 
 def test_musl_stdio_on_a_memory_stream_keeps_errno():
     # tests/regress/stdio_memory_errno.c, built with musl-gcc: musl's fileno of a memory
