@@ -274,8 +274,10 @@ static TB_SLOW int vfprintf_governed(struct tb_sock *s, int fd, FILE *f, const c
 	if (n >= (int)sizeof(local) && (text = malloc((size_t)n + 1)) != NULL)
 		vsnprintf(text, (size_t)n + 1, fmt, ap); /* ap is spent only here */
 	flockfile(f);
-	if (n <= 0 || text == NULL) /* nothing to send (musl's own call), or see above */
-		r = n == 0 ? tb_real.vfprintf(f, fmt, ap) : vfprintf_whole(s, fd, f, fmt, ap);
+	if (n == 0) /* nothing to send: musl's own call, which sets what it sets */
+		r = tb_real.vfprintf(f, fmt, ap);
+	else if (n < 0 || text == NULL) /* a format vsnprintf refuses, or no memory */
+		r = vfprintf_whole(s, fd, f, fmt, ap);
 	else
 		r = put_bytes(s, fd, f, text, (size_t)n) == (size_t)n ? n : -1;
 	funlockfile(f);
