@@ -91,15 +91,16 @@ endif
 POLICY_SRCS  := $(wildcard policy/*.c)
 RUNTIME_SRCS := $(wildcard shim/*.c)
 # musl's FILE is opaque (no glibc libio fields, no __uflow): the glibc build's stdio hooks
-# move bytes through glibc's buffer pointers; the musl build has its own readers, on musl's
-# <stdio_ext.h> (hooks_stdio_musl.c).
+# move bytes through glibc's buffer pointers; the musl build has its own readers and
+# writers, on musl's <stdio_ext.h> (hooks_stdio_musl.c, hooks_stdio_musl_w.c).
 ifneq ($(MUSL),)
 # Each build has its own stand-ins for what the other libc provides: the musl build an
 # atexit (libc_compat.c), the glibc build a libconfig loaded at run time (libconfig_dl.c).
 RUNTIME_SRCS := $(filter-out shim/hooks_stdio.c shim/hooks_scanf.c shim/stdio_wait.c \
                 shim/libconfig_dl.c,$(RUNTIME_SRCS))
 else
-RUNTIME_SRCS := $(filter-out shim/hooks_stdio_musl.c shim/libc_compat.c,$(RUNTIME_SRCS))
+RUNTIME_SRCS := $(filter-out shim/hooks_stdio_musl.c shim/hooks_stdio_musl_w.c \
+                shim/libc_compat.c,$(RUNTIME_SRCS))
 endif
 CLI_SRCS     := $(wildcard cli/*.c)
 POLICY_OBJS  := $(POLICY_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -325,6 +326,9 @@ conformance-short: all
 # The musl column (tests/e2e/test_musl.py): the musl build and the project's own C clients
 # built with musl-gcc, run through the launcher of the build under test.
 MUSL_CLIENTS := $(addprefix build/musl/tests/e2e/clients/,blockcli evcli stdiocli gaicli)
+# Regression programs of defects only the musl build had, built with musl-gcc; test_musl.py
+# runs them under it.
+MUSL_CLIENTS += $(addprefix build/musl/tests/regress/,stdio_memory_errno)
 ifneq ($(MUSL),)
 musl-clients: $(MUSL_CLIENTS)
 else

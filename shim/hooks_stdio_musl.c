@@ -1,10 +1,12 @@
-/* hooks_stdio_musl.c - the musl build's stdio readers (fgets, fread, getc, getline...): musl
- * refills a FILE with its own readv system call, which no hook sees, and its FILE is opaque
- * (no glibc libio fields, no __uflow), so a FILE over a governed socket is read here through
- * musl's public buffer interface (<stdio_ext.h>: __freadptr, __freadptrinc, __fseterr).
- * Built by make MUSL=1 only; the glibc build has hooks_stdio.c. */
+/* hooks_stdio_musl.c - the musl build's stdio readers (fgets, fread, getc, getline, fscanf
+ * ...): musl refills a FILE with its own readv system call, which no hook sees, and its FILE
+ * is opaque (no glibc libio fields, no __uflow), so a FILE over a governed socket is read
+ * here through musl's public buffer interface (<stdio_ext.h>: __freadptr, __freadptrinc,
+ * __fseterr). Built by make MUSL=1 only; the glibc build has hooks_stdio.c. The writers
+ * are in hooks_stdio_musl_w.c. */
 #ifndef __GLIBC__
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdio_ext.h>
 #include <stdlib.h>
@@ -30,11 +32,19 @@ char *fgets_unlocked(char *buf, int n, FILE *f);
 size_t fread_unlocked(void *p, size_t size, size_t n, FILE *f);
 ssize_t getline(char **line, size_t *cap, FILE *f);
 
-/* The governed socket under f, or NULL (most FILEs: files, pipes, untracked sockets). */
+/* The governed socket under f, or NULL (most FILEs: files, pipes, untracked sockets).
+ * musl's fileno of a memory stream (fmemopen, open_memstream: no fd) sets errno to EBADF:
+ * a pass-through must leave the caller's errno as it was. */
 static inline struct tb_sock *file_sock(FILE *f, int *fd)
 {
+	int saved = errno;
+
 	*fd = fileno(f);
-	return *fd >= 0 ? tb_fd_sock(*fd) : NULL;
+	if (*fd < 0) {
+		errno = saved;
+		return NULL;
+	}
+	return tb_fd_sock(*fd);
 }
 
 /* The socket was cut during a call on f: the stream's EOF (a shut-down socket reads as
@@ -291,6 +301,78 @@ TB_EXPORT ssize_t getdelim(char **line, size_t *cap, int delim, FILE *f)
 TB_EXPORT ssize_t getline(char **line, size_t *cap, FILE *f)
 {
 	return getdelim(line, cap, '\n', f);
+}
+
+/*
+ * fscanf, as in the glibc build: a scan cannot say beforehand how much it will read, nor be
+ * split at musl's refills (they happen inside musl's vfscanf). So its first refill is a
+ * wait of its own (the first byte limit of a request answered by a scan is the scan's
+ * first byte), and then a newline already buffered is taken for "enough" - line protocols
+ * scan a line at a time - and the scan makes no wait; otherwise the rest of the call is one
+ * wait, which a token dripped over more than the read timeout could outlast. At EOF musl's
+ * scan reads no more (its EOF flag is sticky). A cut returns what the scan returned at the
+ * EOF the shutdown made (EOF, or the conversions made before), f's error flag set.
+ */
+static TB_SLOW int vfscanf_governed(struct tb_sock *s, int fd, FILE *f, const char *fmt,
+				    va_list ap)
+{
+	struct tb_xfer x;
+	const char *held;
+	size_t avail = 0;
+	bool cut, had_eof, had_err, eof, err;
+	ssize_t moved;
+	int c, r = EOF;
+
+	flockfile(f);
+	if (__freadahead(f) == 0) {
+		c = pull(s, fd, f, &cut);
+		if (c == EOF && (cut || ferror_unlocked(f)))
+			goto out;
+		if (c != EOF)
+			ungetc(c, f); /* steps back over the byte just read: musl keeps room */
+	}
+	held = __freadptr(f, &avail);
+	if (held != NULL && memchr(held, '\n', avail) != NULL) {
+		r = tb_real.vfscanf(f, fmt, ap);
+		goto out;
+	}
+	had_eof = feof_unlocked(f);
+	had_err = ferror_unlocked(f);
+	if (tb_xfer_begin(&x, s, fd, TB_RD, false) != 0) {
+		mark_cut(f);
+		goto out;
+	}
+	r = tb_real.vfscanf(f, fmt, ap);
+	eof = feof_unlocked(f) && !had_eof;
+	err = ferror_unlocked(f) && !had_err;
+	moved = r != EOF && !eof && !err ? 1 : err ? -1 : 0;
+	if (tb_xfer_end(&x, moved) < 0 && moved >= 0)
+		mark_cut(f);
+out:
+	funlockfile(f);
+	return r;
+}
+
+TB_EXPORT int vfscanf(FILE *f, const char *fmt, va_list ap)
+{
+	int fd;
+	struct tb_sock *s = file_sock(f, &fd);
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.vfscanf(f, fmt, ap);
+	return vfscanf_governed(s, fd, f, fmt, ap);
+}
+
+/* musl's fscanf calls its vfscanf inside libc, out of our sight. */
+TB_EXPORT int fscanf(FILE *f, const char *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = vfscanf(f, fmt, ap);
+	va_end(ap);
+	return r;
 }
 #else
 typedef int tb_hooks_stdio_musl_unused; /* ISO C: a file must declare something */

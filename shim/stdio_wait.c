@@ -3,12 +3,10 @@
 #include "stdio_wait.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <signal.h>
 #include <string.h>
 
 #include "real.h"
-
+#include "sigpipe.h"
 #include "sock.h"
 
 /*
@@ -29,47 +27,15 @@ static void mark_cut(FILE *f)
 	errno = saved;
 }
 
-static void block_sigpipe(struct tb_stdio *w)
-{
-	int saved = errno;
-	sigset_t pipe_set, pending;
-
-	sigemptyset(&pipe_set);
-	sigaddset(&pipe_set, SIGPIPE);
-	w->pipe_blocked = pthread_sigmask(SIG_BLOCK, &pipe_set, &w->old_mask) == 0;
-	w->pipe_pending = w->pipe_blocked && sigpending(&pending) == 0 &&
-			  sigismember(&pending, SIGPIPE);
-	errno = saved;
-}
-
-/* `ours`: the write failed because the socket was cut - a SIGPIPE it raised is consumed.
- * Otherwise a pending SIGPIPE is delivered when the mask is restored. */
-static void unblock_sigpipe(struct tb_stdio *w, bool ours)
-{
-	static const struct timespec zero = { 0, 0 };
-	int saved = errno;
-	sigset_t pipe_set;
-
-	if (!w->pipe_blocked)
-		return;
-	if (ours && !w->pipe_pending) {
-		sigemptyset(&pipe_set);
-		sigaddset(&pipe_set, SIGPIPE);
-		sigtimedwait(&pipe_set, NULL, &zero);
-	}
-	pthread_sigmask(SIG_SETMASK, &w->old_mask, NULL);
-	errno = saved;
-}
-
 int tb_stdio_begin(struct tb_stdio *w, struct tb_sock *s, FILE *f, enum tb_side side)
 {
 	w->flags = f->_flags;
-	w->pipe_blocked = false;
+	w->pipe.blocked = false;
 	w->refill = side == TB_RD && tb_stdio_avail(f) == 0 && !(f->_flags & TB_IO_IN_BACKUP);
 	w->moved = 0;
 	if (tb_xfer_begin(&w->x, s, f->_fileno, side, false) == 0) {
 		if (side == TB_WR)
-			block_sigpipe(w);
+			tb_sigpipe_hold(&w->pipe);
 		return 0;
 	}
 	mark_cut(f);
@@ -89,12 +55,12 @@ bool tb_stdio_end(struct tb_stdio *w, FILE *f, bool ok)
 
 	/* A complete result stands even if a cut came meanwhile: the next call reports it. */
 	if (tb_xfer_end(&w->x, r) >= 0 || r > 0 || s == NULL) {
-		unblock_sigpipe(w, s != NULL && TB_ST(tb_sock_word(s)) == TB_ST_EXPIRED);
+		tb_sigpipe_release(&w->pipe, s != NULL && TB_ST(tb_sock_word(s)) == TB_ST_EXPIRED);
 		return false;
 	}
 	word = tb_sock_word(s);
 	cut = TB_ST_GEN(word) == w->x.gen && TB_ST(word) == TB_ST_EXPIRED;
-	unblock_sigpipe(w, cut);
+	tb_sigpipe_release(&w->pipe, cut);
 	if (!cut)
 		return false; /* the peer's own close or error: errno as the call left it */
 	mark_cut(f);

@@ -6,9 +6,9 @@
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <signal.h>
 #include <stdio.h>
 
+#include "sigpipe.h"
 #include "xfer.h"
 
 /*
@@ -26,11 +26,9 @@
 struct tb_stdio {
 	struct tb_xfer x;
 	int flags; /* the FILE's _flags before the call: which EOF/error flags are new */
-	bool pipe_blocked;  /* write side: SIGPIPE blocked for the call (see tb_stdio_begin) */
-	bool pipe_pending;  /* ... and it was pending already before */
+	struct tb_sigpipe pipe; /* write side: SIGPIPE held for the call (see tb_stdio_begin) */
 	bool refill;        /* read side: the buffer was empty, not the ungetc area */
 	size_t moved;       /* bytes the call is known to have read into the buffer (0: unknown) */
-	sigset_t old_mask;
 };
 
 /* Bytes the FILE holds unread: a read of at most this many never touches the fd. */

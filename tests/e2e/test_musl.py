@@ -11,6 +11,7 @@ installs musl-tools): a missing piece fails the test with what to run, never a s
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 
@@ -207,12 +208,18 @@ def test_musl_evcli_stall_cut_at_first_byte():
             assert 500 <= int(rec["elapsed_ms"]) < lib.slack(500), (mode, r)
 
 
-STDIO_APIS = ["fgets", "fgets_unlocked", "fread", "getc", "getc_unlocked", "getline"]
+STDIO_APIS = ["fgets", "fgets_unlocked", "fread", "getc", "getc_unlocked", "getline",
+              "fscanf"]
+# The writers stdiocli can send with (--write, --flood): fflush is fputs into a 1 MiB
+# buffer, then fflush.
+STDIO_WRITERS = ["fprintf", "fputs", "fwrite", "putc", "putc_unlocked", "fflush"]
 
 
 def test_musl_stdio_readers_are_governed():
     # musl refills a FILE with its own readv, unseen by any hook: the musl build reads a
-    # governed socket's FILE itself, one wait per refill (shim/hooks_stdio_musl.c).
+    # governed socket's FILE itself, one wait per refill (shim/hooks_stdio_musl.c). fscanf
+    # ("%c" a call) cannot be split: its first refill is a wait of its own, so its first
+    # byte limit and its deadline hold, and a steady drip (one refill per call) is not cut.
     stdiocli = musl_client("stdiocli")
     with FaultServer() as srv:
         for api in STDIO_APIS:
@@ -240,6 +247,60 @@ def test_musl_stdio_readers_are_governed():
             assert no_times(r.stdout) == no_times(native.stdout) and r.stderr == "", (api, r)
 
 
+def test_musl_stdio_writers_to_a_peer_that_never_reads_are_cut():
+    # musl sends a FILE's buffer with its own writev, unseen by any hook: the musl build
+    # makes a stdio write that may reach a governed socket a write-side wait
+    # (shim/hooks_stdio_musl_w.c). stdiocli --flood writes 64 KiB lines to a peer that never
+    # reads, SIGPIPE at its default: the blocked call fails with ETIMEDOUT and ferror set,
+    # never before the limit, and the program lives to say so (the SIGPIPE the cut's EPIPE
+    # raised is consumed). The upper bound is generous: a flush that still moves bytes into the peer's
+    # receive buffer is progress (the watchdog's SIOCOUTQ samples), as for a blocked send.
+    stdiocli = musl_client("stdiocli")
+    for api in STDIO_WRITERS:
+        r = timebox_run(["--write-timeout", "400ms"], [stdiocli, "--flood", api], timeout=20)
+        assert r.returncode == 1 and not r.timed_out, (api, r)
+        rec = lib.parse_logfmt(r.stdout.strip())
+        assert (rec.get("result"), rec.get("errno"), rec.get("ferror")) == \
+            ("error", "ETIMEDOUT", "1"), (api, r)
+        assert int(rec["bytes"]) > 0, (api, r)
+        assert_fired(float(rec["ms"]), 400, "%s's write timeout" % api, upper=2500)
+        one_event(r.stderr, event="timeout", phase="write", limit_ms=400)
+
+        # A genuine EPIPE (the peer closed) still raises SIGPIPE, as natively: the one
+        # held back during a governed write is delivered, not consumed.
+        cmd = [stdiocli, "--flood", api, "--peer-closes"]
+        native = lib.run(cmd, env=lib.native_env(clean=True), timeout=20)
+        r = timebox_run(["--write-timeout", "400ms"], cmd, timeout=20)
+        assert native.returncode == -signal.SIGPIPE, (api, native)
+        assert r.returncode == -signal.SIGPIPE and r.stdout == "", (api, r)
+
+    # The deadline bounds a stdio write as it bounds write(); on_timeout=eagain reports the
+    # first cut as EAGAIN. The deadline runs from the connect, so the event says when.
+    for api, options, err in (("fprintf", [], "ETIMEDOUT"),
+                              ("fwrite", ["--on-timeout", "eagain"], "EAGAIN")):
+        r = timebox_run(["--deadline", "700ms"] + options, [stdiocli, "--flood", api],
+                        timeout=20)
+        rec = lib.parse_logfmt(r.stdout.strip())
+        assert (rec.get("result"), rec.get("errno"), rec.get("ferror")) == \
+            ("error", err, "1"), (api, r)
+        event = one_event(r.stderr, event="timeout", phase="deadline", limit_ms=700)
+        assert 700 <= int(event["elapsed_ms"]) < lib.slack(700), (api, r)
+
+
+def test_musl_stdio_on_a_memory_stream_keeps_errno():
+    # tests/regress/stdio_memory_errno.c, built with musl-gcc: musl's fileno of a memory
+    # stream sets errno to EBADF, and the hooks' pass-through left it so after calls that
+    # succeeded. The program runs itself under the library named by TBR_PRELOAD.
+    require_plain_build()
+    prog = os.path.join(MUSL_BUILD, "tests", "regress", "stdio_memory_errno")
+    musl_client("stdiocli")  # the musl column's prerequisites
+    assert os.path.exists(prog), "%s is not built: run make musl-clients" % prog
+    env = lib.native_env(clean=True)
+    env["TBR_PRELOAD"] = MUSL_LIB
+    r = lib.run([prog], env=env)
+    assert r.returncode == 0 and r.stderr == "", r
+
+
 def no_times(out):
     """out without the fields that carry times (ms=, total_ms=): what must be identical."""
     return [" ".join(f for f in line.split() if not f.startswith(("ms=", "total_ms=")))
@@ -258,7 +319,17 @@ def test_musl_healthy_exchanges_are_byte_identical():
                     [stdiocli, "--port", str(srv.port), "--path", "/big?bytes=200000",
                      "--api", "fread"],
                     [stdiocli, "--port", str(srv.port), "--path", "/big?bytes=50000",
-                     "--api", "fgets"]):
+                     "--api", "fgets"]) + tuple(
+                    # The request through each governed writer, the answer through fgets.
+                    [stdiocli, "--port", str(srv.port), "--path", "/big?bytes=30000",
+                     "--api", "fgets", "--write", api] for api in STDIO_WRITERS) + (
+                    # Written out, read back with fread through an echo server, at once:
+                    # in chunks that fill the buffer (no wait) and chunks that flush (a
+                    # wait; fprintf's text formatted on the heap).
+                    [stdiocli, "--loop", "67108864", "--chunk", "65536"],
+                    [stdiocli, "--loop", "4000000", "--chunk", "777"]) + tuple(
+                    [stdiocli, "--loop", "2000000", "--chunk", "5000", "--write", api]
+                    for api in STDIO_WRITERS):
             native = lib.run(cmd, env=lib.native_env(clean=True))
             governed = timebox_run(limits, cmd)
             assert native.returncode == 0, native

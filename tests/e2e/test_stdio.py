@@ -4,6 +4,7 @@ healthy one sees exactly what it sees natively. tnftp's control channel is the r
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -57,6 +58,34 @@ def test_healthy_stdio_output_unchanged():
             assert (rec["result"], rec["bytes"], rec["sum"]) == \
                 ("ok", native["bytes"], native["sum"]), (api, res)
             assert "timebox:" not in res.stderr, res
+
+
+# The writers stdiocli sends with (--write, --flood): fflush is fputs into a 1 MiB buffer,
+# then fflush.
+WRITERS = ["fprintf", "fputs", "fwrite", "putc", "putc_unlocked", "fflush"]
+
+
+def test_stdio_writers_to_a_peer_that_never_reads_are_cut():
+    # stdiocli --flood: 64 KiB lines to a peer that never reads, SIGPIPE at its default. The
+    # blocked call fails with ETIMEDOUT, ferror set, never early (the upper bound is
+    # generous: a flush still moving bytes into the peer's buffer is progress), and the
+    # program lives; a genuine EPIPE (--peer-closes) raises SIGPIPE as natively.
+    for api in WRITERS:
+        res = lib.run([STDIOCLI, "--flood", api],
+                      env=lib.preload_env({"TIMEBOX_WRITE_TIMEOUT": "400ms"}), timeout=20)
+        assert res.returncode == 1 and not res.timed_out, (api, res)
+        rec = typed(res.stdout.strip())
+        assert (rec["result"], rec["errno"], rec["ferror"]) == ("error", "ETIMEDOUT", 1), \
+            (api, res)
+        assert 400 <= rec["ms"] < 2500, (api, res)
+        events = lib.tb_records(res.stderr)
+        assert len(events) == 1 and events[0]["phase"] == "write", (api, res)
+        cmd = [STDIOCLI, "--flood", api, "--peer-closes"]
+        native = lib.run(cmd, env=lib.native_env(clean=True), timeout=20)
+        res = lib.run(cmd, env=lib.preload_env({"TIMEBOX_WRITE_TIMEOUT": "400ms"}),
+                      timeout=20)
+        assert native.returncode == -signal.SIGPIPE, (api, native)
+        assert res.returncode == -signal.SIGPIPE and res.stdout == "", (api, res)
 
 
 def test_stalled_server_cut_at_first_byte_every_api():
