@@ -232,8 +232,9 @@ else:                       # connects until one is let through
         s = socket.socket()
         try:
             s.connect(("127.0.0.1", port))
-            print("through after %d ms, first refusal: %s" % ((time.monotonic() - t0) * 1000,
-                                                            first), flush=True)
+            now = time.monotonic()  # CLOCK_MONOTONIC: the test's clock too
+            print("through after %d ms, first refusal: %s, at %.6f" % ((now - t0) * 1000,
+                                                                       first, now), flush=True)
             break
         except OSError as e:
             first = first or e.strerror
@@ -267,6 +268,7 @@ def test_shared_breaker_survives_a_dead_probe():
         print("fail:", cuts)
         assert all(c.startswith("Connection timed out") for c in cuts), cuts
         time.sleep(0.35)         # the opening (300 ms) ends: the next connect is the probe
+        probe_launched = time.monotonic()  # the probe takes its place after this
         p = caller("probe")
         assert p.stdout.readline().strip() == "probing", p.stderr.read()
         p.kill()
@@ -284,6 +286,9 @@ def test_shared_breaker_survives_a_dead_probe():
     ms = int(out.split()[2])
     assert "refused" in out, out    # the dead probe's place held for a while ...
     assert ms < 3000, out           # ... and freed after its timeout (1 s), not for ever
+    # Never before the timeout: the place was taken after probe_launched and is held 1 s.
+    through_at = float(out.split(" at ")[-1])
+    assert through_at - probe_launched >= 1.0, (out, probe_launched)
 
 
 # ---- 6. what only the framing sees: an HTTP 503 is a failure -------------------------------
