@@ -32,17 +32,6 @@ struct tb_side_state {
 	_Atomic int64_t expiry;    /* of the wait under way; read by the watchdog */
 };
 
-/* The log line of an expiry, taken under `busy` at the cut, written by the expirer after
- * it (see tb_sock_await_log). */
-struct tb_log_note {
-	int64_t elapsed, limit;
-	struct tb_dest dest;
-	int fd, tid;
-	enum tb_phase phase;
-	bool by_request;        /* the call's deadline was the thread's request deadline */
-	struct tb_req_tag req;  /* ... from where (request.h) */
-};
-
 /*
  * Concurrency rules. Threads of the program (the hooks) and the one watchdog thread share
  * every field; nothing here takes a lock. The rules:
@@ -106,9 +95,11 @@ struct tb_log_note {
  *     for it (microseconds). A section left by a signal handler's siglongjmp (or a close
  *     from a handler that interrupted a section) never drains: after a bounded wait the
  *     entry is retired - never reused - instead of freed.
- * (10) `note` belongs to the one thread whose claim (the CAS to EXPIRED) succeeded: it fills
- *     it under `busy`, sets log_pending, cuts, drops `busy`, writes the line and clears
- *     log_pending (release). Other threads only read log_pending (tb_sock_await_log).
+ * (10) The expiry's log line belongs to the one thread whose claim (the CAS to EXPIRED)
+ *     succeeded: it takes the line's fields into a note of its own (its stack: an expiry is
+ *     rare, and the socket keeps nothing for it) under `busy`, sets log_pending, cuts, drops
+ *     `busy`, writes the line and clears log_pending (release). Other threads only read
+ *     log_pending (tb_sock_await_log).
  */
 /* frame_state, the framing as the runtime reads it: enum tb_frame_state in the low bits, and
  * two answers of the framing taken at the last feed (frame.h). */
@@ -129,10 +120,11 @@ struct tb_sock {
 	atomic_bool got_bytes;    /* response bytes since the last send: phase read */
 	atomic_bool delivered;    /* the expiry has been reported to a thread's budget */
 	atomic_bool has_slot;     /* holds a slot of `gate`, given back once */
+	int slot_fd;              /* a shared gate's lock fd, or -1 */
 	_Atomic uint64_t ino;     /* identity: st_ino of the socket */
 	_Atomic(const struct tb_settings *) set;
 	struct tb_dest dest;      /* written before publication (rule 2) */
-	int slot_fd;              /* a shared gate's lock fd, or -1 */
+	atomic_uint log_pending;  /* the expiry's line is being written (rule 10) */
 	_Atomic int64_t connect_start;
 	_Atomic int64_t call_start;
 	_Atomic int64_t call_deadline;
@@ -154,9 +146,6 @@ struct tb_sock {
 	_Atomic int64_t wr_seen_at;   /* when the watchdog last looked */
 	_Atomic int64_t wr_moved_at;  /* when a look last saw it move (or the wait began) */
 	_Atomic int64_t rd_acked_at;  /* when a first-byte look last counted an acknowledgement */
-	/* the expiry's log line (rule 10) */
-	atomic_uint log_pending;
-	struct tb_log_note note;
 	/* pool bookkeeping */
 	uint32_t index;
 	atomic_uint free_next;

@@ -48,10 +48,6 @@ struct call {
 	_Atomic int64_t first_byte;  /* the first byte of its response */
 	_Atomic int64_t last_rx;     /* the last response byte so far */
 	_Atomic int64_t gate_ns;     /* call start to handshake start, with a gate; else -1 */
-	/* The last cut, for its log line (tb_stats_take_timers), written by the cutter. */
-	atomic_bool cut_pending;
-	atomic_int cut_fd;
-	_Atomic int64_t cut_total_ms, cut_budget_ms;
 };
 
 enum { SEG_NONE, SEG_OPENING, SEG_READY, SEG_FAILED };
@@ -87,7 +83,7 @@ static void take_proc_name(void)
 void tb_stats_configure(const struct tb_settings *s)
 {
 	take_proc_name();
-	tb_log_lend(tb_stats_take_timers, tb_stats_wake);
+	tb_log_lend(tb_stats_wake);
 	snprintf(stats_path, sizeof(stats_path), "%s", s->stats_path);
 	if (s->stats_interval_ns > 0)
 		stats_interval = s->stats_interval_ns;
@@ -595,50 +591,32 @@ static int64_t ms_or_none(int64_t from, int64_t to)
 	return from > 0 && to >= from ? (to - from) / TB_NS_PER_MS : -1;
 }
 
-void tb_stats_cut(struct tb_sock *s, enum tb_phase phase)
+/*
+ * The timers go straight to the cutter's line: no thread-local storage here (the library's
+ * static TLS must stay small enough for a dlopen() of it; glibc's surplus is a few hundred
+ * bytes), and nothing kept per socket for a cut, which is rare.
+ */
+bool tb_stats_cut(struct tb_sock *s, enum tb_phase phase, struct tb_log_timers *t)
 {
 	struct call *c = call_of(s);
 	struct tb_stats_dest *r;
-	int64_t now, deadline;
+	int64_t now, deadline, gate;
 
 	if (c == NULL)
-		return;
+		return false;
 	r = row_at(c);
 	if (r != NULL)
 		ADD(r->cuts[phase]);
 	now = tb_now();
 	deadline = LOAD(s->call_deadline);
-	STORE(c->cut_total_ms, ms_or_none(LOAD(c->begin), now));
-	STORE(c->cut_budget_ms, deadline > 0 && deadline < TB_NEVER
-				    ? (deadline > now ? (deadline - now) / TB_NS_PER_MS : 0)
-				    : -1);
-	STORE(c->cut_fd, s->note.fd);
-	atomic_store_explicit(&c->cut_pending, true, memory_order_release);
-}
-
-/*
- * No thread-local storage here: the library's static TLS must stay small enough for a
- * dlopen() of it (glibc's surplus is a few hundred bytes). The cut's timers wait in the
- * socket's call entry; the log line finds them through the fd, which still names the socket
- * unless the program closed it in between (then the line has no timers).
- */
-bool tb_stats_take_timers(int fd, struct tb_log_timers *t)
-{
-	struct tb_sock *s = tb_fd_sock(fd);
-	struct call *c = s != NULL ? call_of(s) : NULL;
-	struct tb_stats_dest *r;
-	int64_t gate;
-
-	if (c == NULL || LOAD(c->cut_fd) != fd ||
-	    !atomic_exchange_explicit(&c->cut_pending, false, memory_order_acquire))
-		return false;
-	r = row_at(c);
 	gate = LOAD(c->gate_ns);
 	t->gate_ms = gate >= 0 ? gate / TB_NS_PER_MS : -1;
 	t->connect_ms = ms_or_none(LOAD(c->connect_at), LOAD(c->connected));
 	t->first_byte_ms = ms_or_none(LOAD(c->req_at), LOAD(c->first_byte));
-	t->total_ms = LOAD(c->cut_total_ms);
-	t->budget_ms = LOAD(c->cut_budget_ms);
+	t->total_ms = ms_or_none(LOAD(c->begin), now);
+	t->budget_ms = deadline > 0 && deadline < TB_NEVER
+			       ? (deadline > now ? (deadline - now) / TB_NS_PER_MS : 0)
+			       : -1;
 	t->host[0] = '\0';
 	if (r != NULL && atomic_load_explicit(&r->host_ready, memory_order_acquire)) {
 		memcpy(t->host, r->host, sizeof(t->host));

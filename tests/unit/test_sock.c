@@ -113,11 +113,6 @@ void tb_log_error(const char *body)
 	(void)body;
 }
 
-void tb_stats_cut(struct tb_sock *s, enum tb_phase phase)
-{
-	(void)s, (void)phase;
-}
-
 /* The breaker's side of a cut (shim/protect.c): no socket of this suite is protected. */
 void tb_prot_cut(struct tb_sock *s, struct tb_prot_note *n)
 {
@@ -130,9 +125,9 @@ void tb_prot_say(const struct tb_prot_note *n)
 	(void)n;
 }
 
-bool tb_stats_take_timers(int fd, struct tb_log_timers *t)
+bool tb_stats_cut(struct tb_sock *s, enum tb_phase phase, struct tb_log_timers *t)
 {
-	(void)fd, (void)t;
+	(void)s, (void)phase, (void)t;
 	return false;
 }
 
