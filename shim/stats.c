@@ -40,6 +40,9 @@
  * call times, sock.h rule 9), read by the watchdog at a cut: relaxed atomics. 0: not yet. */
 struct call {
 	_Atomic(struct tb_stats_dest *) row; /* its destination's row; NULL: none */
+	/* Call start to handshake start, with a gate; else -1. In ms, as the cut's line shows
+	 * it (its only reader): half a word, beside `done`, instead of a word of its own. */
+	_Atomic int32_t gate_ms;
 	atomic_bool done;            /* the call's completion was counted */
 	_Atomic int64_t begin;       /* the call's start (gate wait included) */
 	_Atomic int64_t connect_at;  /* the handshake's start */
@@ -47,8 +50,9 @@ struct call {
 	_Atomic int64_t req_at;      /* the first byte of the current request */
 	_Atomic int64_t first_byte;  /* the first byte of its response */
 	_Atomic int64_t last_rx;     /* the last response byte so far */
-	_Atomic int64_t gate_ns;     /* call start to handshake start, with a gate; else -1 */
 };
+
+_Static_assert(sizeof(struct call) == 64, "struct call is 64 bytes for every socket");
 
 enum { SEG_NONE, SEG_OPENING, SEG_READY, SEG_FAILED };
 
@@ -439,6 +443,13 @@ static struct tb_stats_dest *row_at(struct call *c)
 #define LOAD(field) atomic_load_explicit(&(field), memory_order_relaxed)
 #define STORE(field, v) atomic_store_explicit(&(field), (v), memory_order_relaxed)
 
+static int32_t ms_clamped(int64_t ns)
+{
+	int64_t ms = ns / TB_NS_PER_MS;
+
+	return ms > INT32_MAX ? INT32_MAX : (int32_t)ms;
+}
+
 void tb_stats_call_begin(struct tb_sock *s, int64_t start)
 {
 	struct call *c;
@@ -457,7 +468,7 @@ void tb_stats_call_begin(struct tb_sock *s, int64_t start)
 	STORE(c->req_at, 0);
 	STORE(c->first_byte, 0);
 	STORE(c->last_rx, 0);
-	STORE(c->gate_ns, LOAD(s->has_slot) ? at - LOAD(c->begin) : -1);
+	STORE(c->gate_ms, LOAD(s->has_slot) ? ms_clamped(at - LOAD(c->begin)) : -1);
 	if (i >= 0)
 		ADD(seg->d[i].calls);
 	else
@@ -600,7 +611,7 @@ bool tb_stats_cut(struct tb_sock *s, enum tb_phase phase, struct tb_log_timers *
 {
 	struct call *c = call_of(s);
 	struct tb_stats_dest *r;
-	int64_t now, deadline, gate;
+	int64_t now, deadline;
 
 	if (c == NULL)
 		return false;
@@ -609,8 +620,7 @@ bool tb_stats_cut(struct tb_sock *s, enum tb_phase phase, struct tb_log_timers *
 		ADD(r->cuts[phase]);
 	now = tb_now();
 	deadline = LOAD(s->call_deadline);
-	gate = LOAD(c->gate_ns);
-	t->gate_ms = gate >= 0 ? gate / TB_NS_PER_MS : -1;
+	t->gate_ms = LOAD(c->gate_ms);
 	t->connect_ms = ms_or_none(LOAD(c->connect_at), LOAD(c->connected));
 	t->first_byte_ms = ms_or_none(LOAD(c->req_at), LOAD(c->first_byte));
 	t->total_ms = ms_or_none(LOAD(c->begin), now);
