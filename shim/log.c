@@ -204,12 +204,10 @@ static void deliver(struct line *l, int target)
 		atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
 }
 
-static bool (*lent_timers)(int fd, struct tb_log_timers *t);
 static void (*lent_held_back)(void);
 
-void tb_log_lend(bool (*timers)(int fd, struct tb_log_timers *t), void (*held_back)(void))
+void tb_log_lend(void (*held_back)(void))
 {
-	lent_timers = timers;
 	lent_held_back = held_back;
 }
 
@@ -329,10 +327,7 @@ void tb_log_fork_child(void)
 void tb_log_timeout(enum tb_phase phase, const struct tb_dest *d, int fd, int64_t elapsed_ns,
 		    int64_t limit_ns, int tid)
 {
-	struct tb_log_timers t;
-	bool known = lent_timers != NULL && lent_timers(fd, &t);
-
-	tb_log_timeout_with(phase, d, fd, elapsed_ns, limit_ns, tid, known ? &t : NULL);
+	tb_log_timeout_with(phase, d, fd, elapsed_ns, limit_ns, tid, NULL);
 }
 
 void tb_log_timeout_with(enum tb_phase phase, const struct tb_dest *d, int fd,

@@ -17,13 +17,12 @@ struct tb_log_timers {
 };
 
 /*
- * The statistics sit above the log and lend it two things, registered once at start-up
- * before any thread runs (a pointer each, so that the log never calls up into them):
- * `timers` gives the timers of the call just cut on fd, once (false: none known), and
- * `held_back` is told when a line is first held back by the rate limit, so that the count
- * is reported a second later even if no other line comes. NULL for either: none.
+ * The statistics sit above the log and lend it `held_back`, registered once at start-up
+ * before any thread runs (a pointer, so that the log never calls up into them): told when
+ * a line is first held back by the rate limit, so that the count is reported a second
+ * later even if no other line comes. NULL: none.
  */
-void tb_log_lend(bool (*timers)(int fd, struct tb_log_timers *t), void (*held_back)(void));
+void tb_log_lend(void (*held_back)(void));
 
 /*
  * Opens the target chosen by s (stderr, syslog, off, a file; see log_sink.h), in s's
@@ -39,8 +38,8 @@ void tb_log_open(const struct tb_settings *s);
 
 /* event=timeout phase=... dest=... fd=... elapsed_ms=... limit_ms=... [host=...] gate_ms=...
  * connect_ms=... first_byte_ms=... total_ms=... budget_ms=... pid=... tid=...
- * `tid` is the program's thread whose wait was cut, not the watchdog's. The timers come from
- * the call's statistics when this thread just cut the socket (tb_stats_cut); -1 marks a
+ * `tid` is the program's thread whose wait was cut, not the watchdog's. No timers: only the
+ * thread that cut the socket has them (tb_stats_cut, then tb_log_timeout_with); -1 marks a
  * phase not reached (HAProxy's convention). Subject to the rate limit (log_rate). */
 void tb_log_timeout(enum tb_phase phase, const struct tb_dest *d, int fd, int64_t elapsed_ns,
 		    int64_t limit_ns, int tid);

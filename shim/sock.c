@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -88,6 +89,109 @@ out:
 	return rc;
 }
 
+/*
+ * The framings (rule 11) have a pool of their own, never unmapped either: a socket takes one
+ * at its connect unless its protocol is forced raw, and gives it back as soon as framing is
+ * over for it (RAW), so that a raw connection keeps only a NULL pointer. Same free list as
+ * the sockets'; an entry is the framing, the free list's link and its own index.
+ */
+#define FRAME_CHUNK 512 /* 72-byte entries: 9 pages */
+#define FRAME_MAX_CHUNKS 2048 /* 1M framed sockets */
+
+struct frame_entry {
+	struct tb_frame f;
+	uint32_t index;
+	atomic_uint free_next;
+};
+
+static struct frame_entry *frame_chunks[FRAME_MAX_CHUNKS];
+static atomic_uint frame_nchunks;
+static _Atomic uint64_t frame_free_head;
+
+static struct frame_entry *frame_at(uint32_t i)
+{
+	return &frame_chunks[i / FRAME_CHUNK][i % FRAME_CHUNK];
+}
+
+static void frame_push(struct frame_entry *e)
+{
+	uint64_t old = atomic_load(&frame_free_head), nw;
+
+	do {
+		atomic_store_explicit(&e->free_next, (uint32_t)old, memory_order_relaxed);
+		nw = ((old >> 32) + 1) << 32 | (e->index + 1);
+	} while (!atomic_compare_exchange_weak(&frame_free_head, &old, nw));
+}
+
+static struct frame_entry *frame_pop(void)
+{
+	uint64_t old = atomic_load(&frame_free_head), nw;
+	struct frame_entry *e;
+
+	do {
+		if ((uint32_t)old == 0)
+			return NULL;
+		e = frame_at((uint32_t)old - 1);
+		nw = ((old >> 32) + 1) << 32 |
+		     atomic_load_explicit(&e->free_next, memory_order_relaxed);
+	} while (!atomic_compare_exchange_weak(&frame_free_head, &old, nw));
+	return e;
+}
+
+static int frame_grow(void)
+{
+	unsigned n;
+	struct frame_entry *c;
+	int rc = -1;
+
+	pthread_mutex_lock(&grow_lock);
+	if ((uint32_t)atomic_load(&frame_free_head) != 0) {
+		rc = 0; /* another thread grew it meanwhile */
+		goto out;
+	}
+	n = atomic_load(&frame_nchunks);
+	if (n >= FRAME_MAX_CHUNKS)
+		goto out;
+	c = mmap(NULL, FRAME_CHUNK * sizeof(*c), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (c == MAP_FAILED)
+		goto out;
+	frame_chunks[n] = c;
+	atomic_store(&frame_nchunks, n + 1);
+	for (int i = FRAME_CHUNK - 1; i >= 0; i--) {
+		c[i].index = n * FRAME_CHUNK + (uint32_t)i;
+		frame_push(&c[i]);
+	}
+	rc = 0;
+out:
+	pthread_mutex_unlock(&grow_lock);
+	return rc;
+}
+
+/* A framing for a new connection speaking `proto`; NULL when memory is exhausted (the
+ * connection is then raw from the start: the system-call rules govern it). */
+static struct tb_frame *frame_take(enum tb_proto proto)
+{
+	struct frame_entry *e;
+
+	while ((e = frame_pop()) == NULL)
+		if (frame_grow() < 0)
+			return NULL;
+	tb_frame_init(&e->f, proto);
+	return &e->f;
+}
+
+void tb_sock_frame_over(struct tb_sock *s)
+{
+	struct tb_frame *f = s->frame;
+
+	_Static_assert(offsetof(struct frame_entry, f) == 0, "the framing opens its entry");
+	if (f == NULL)
+		return;
+	s->frame = NULL;
+	frame_push((struct frame_entry *)f);
+}
+
 static void side_reset(struct tb_side_state *sd)
 {
 	atomic_store_explicit(&sd->waiters, 0, memory_order_relaxed);
@@ -127,9 +231,12 @@ struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct 
 	atomic_store_explicit(&s->gate, NULL, memory_order_relaxed);
 	s->slot_fd = -1;
 	atomic_store_explicit(&s->has_slot, false, memory_order_relaxed);
-	tb_frame_init(&s->frame, (enum tb_proto)set->protocol);
+	s->frame = set->protocol == TB_PROTO_RAW ? NULL
+						 : frame_take((enum tb_proto)set->protocol);
 	atomic_store_explicit(&s->frame_flag, 0, memory_order_relaxed);
-	atomic_store_explicit(&s->frame_state, (unsigned char)tb_frame_state(&s->frame),
+	atomic_store_explicit(&s->frame_state,
+			      (unsigned char)(s->frame != NULL ? tb_frame_state(s->frame)
+							       : TB_FRAME_RAW),
 			      memory_order_relaxed);
 	atomic_store(&s->state, gen << 8 | TB_ST_CONNECTING);
 	return s;
@@ -197,6 +304,7 @@ void tb_sock_unref(struct tb_sock *s)
 	}
 	side_reset(&s->side[TB_RD]);
 	side_reset(&s->side[TB_WR]);
+	tb_sock_frame_over(s); /* no section is left to feed it (drained) */
 	push_free(s);
 }
 

@@ -32,17 +32,6 @@ struct tb_side_state {
 	_Atomic int64_t expiry;    /* of the wait under way; read by the watchdog */
 };
 
-/* The log line of an expiry, taken under `busy` at the cut, written by the expirer after
- * it (see tb_sock_await_log). */
-struct tb_log_note {
-	int64_t elapsed, limit;
-	struct tb_dest dest;
-	int fd, tid;
-	enum tb_phase phase;
-	bool by_request;        /* the call's deadline was the thread's request deadline */
-	struct tb_req_tag req;  /* ... from where (request.h) */
-};
-
 /*
  * Concurrency rules. Threads of the program (the hooks) and the one watchdog thread share
  * every field; nothing here takes a lock. The rules:
@@ -90,13 +79,18 @@ struct tb_log_note {
  *     atomics written by the hooks of any thread (fcntl, a transfer, a new call; the last
  *     writer wins, as for the program's own view of the socket) and read by the watchdog,
  *     which recomputes an expiry from them before acting. `delivered` is exchanged once.
- * (11) `frame` is written only by the thread holding `frame_flag` (0 free, 1 held, 2
- *     abandoned for good), taken by compare-and-swap around one transfer's feed, never
- *     waited for: a thread that finds it held marks it abandoned, and the holder turns the
- *     framing RAW when it lets go (two threads moving bytes at once is full-duplex use that
- *     request/response framing cannot follow). Everyone else - the expiry, the watchdog,
- *     the next transfer's budget step - reads `frame_state` (TB_FS_*), the one byte the
- *     holder publishes (relaxed) after each feed.
+ * (11) `frame` (the pointer and the framing it points to) is written only by the thread
+ *     holding `frame_flag` (0 free, 1 held, 2 abandoned for good), taken by
+ *     compare-and-swap around one transfer's feed, never waited for: a thread that finds
+ *     it held marks it abandoned, and the holder turns the framing RAW when it lets go (two
+ *     threads moving bytes at once is full-duplex use that request/response framing cannot
+ *     follow). Everyone else - the expiry, the watchdog, the next transfer's budget step -
+ *     reads `frame_state` (TB_FS_*), the one byte the holder publishes (relaxed) after each
+ *     feed. The framing comes from a pool of its own (tb_sock_new, unless the protocol is
+ *     forced raw) and goes back to it when it turns RAW, by the holder
+ *     (tb_sock_frame_over: `frame` becomes NULL under the flag, so the next holder finds
+ *     none to feed), or at the free after the drain (rule 12). frame_state RAW never
+ *     changes again, so a NULL `frame` is always RAW.
  * (12) `dest` and `frame` are rewritten in place when the entry is reused, and a thread may
  *     still be inside a call on a number the program closed under it. A call reads them
  *     only inside a section (tb_sock_enter/tb_sock_leave): `inuse` is raised, then the
@@ -106,9 +100,11 @@ struct tb_log_note {
  *     for it (microseconds). A section left by a signal handler's siglongjmp (or a close
  *     from a handler that interrupted a section) never drains: after a bounded wait the
  *     entry is retired - never reused - instead of freed.
- * (10) `note` belongs to the one thread whose claim (the CAS to EXPIRED) succeeded: it fills
- *     it under `busy`, sets log_pending, cuts, drops `busy`, writes the line and clears
- *     log_pending (release). Other threads only read log_pending (tb_sock_await_log).
+ * (10) The expiry's log line belongs to the one thread whose claim (the CAS to EXPIRED)
+ *     succeeded: it takes the line's fields into a note of its own (its stack: an expiry is
+ *     rare, and the socket keeps nothing for it) under `busy`, sets log_pending, cuts, drops
+ *     `busy`, writes the line and clears log_pending (release). Other threads only read
+ *     log_pending (tb_sock_await_log).
  */
 /* frame_state, the framing as the runtime reads it: enum tb_frame_state in the low bits, and
  * two answers of the framing taken at the last feed (frame.h). */
@@ -129,10 +125,15 @@ struct tb_sock {
 	atomic_bool got_bytes;    /* response bytes since the last send: phase read */
 	atomic_bool delivered;    /* the expiry has been reported to a thread's budget */
 	atomic_bool has_slot;     /* holds a slot of `gate`, given back once */
+	int slot_fd;              /* a shared gate's lock fd, or -1 */
 	_Atomic uint64_t ino;     /* identity: st_ino of the socket */
 	_Atomic(const struct tb_settings *) set;
 	struct tb_dest dest;      /* written before publication (rule 2) */
-	int slot_fd;              /* a shared gate's lock fd, or -1 */
+	/* Four bytes here, which a word would leave as holes. */
+	atomic_uchar log_pending;  /* the expiry's line is being written (rule 10) */
+	atomic_bool in_incoming;   /* on the watchdog's incoming stack (rule 7) */
+	atomic_uchar frame_state;  /* TB_FS_*, published by the I/O path after each feed (rule 11) */
+	atomic_uchar frame_flag;   /* 0 free, 1 a transfer is feeding, 2 abandoned */
 	_Atomic int64_t connect_start;
 	_Atomic int64_t call_start;
 	_Atomic int64_t call_deadline;
@@ -154,18 +155,16 @@ struct tb_sock {
 	_Atomic int64_t wr_seen_at;   /* when the watchdog last looked */
 	_Atomic int64_t wr_moved_at;  /* when a look last saw it move (or the wait began) */
 	_Atomic int64_t rd_acked_at;  /* when a first-byte look last counted an acknowledgement */
-	/* the expiry's log line (rule 10) */
-	atomic_uint log_pending;
-	struct tb_log_note note;
 	/* pool bookkeeping */
 	uint32_t index;
 	atomic_uint free_next;
-	atomic_bool in_incoming;
 	/* framing (rule 11) */
-	atomic_uchar frame_state;  /* TB_FS_*, published by the I/O path after each feed */
-	atomic_uchar frame_flag;   /* 0 free, 1 a transfer is feeding, 2 abandoned */
-	struct tb_frame frame;
+	struct tb_frame *frame;    /* NULL: raw (from the start, or framing is over) */
 };
+
+/* What a governed socket costs (docs/design.md, "What the hot path costs"): a pool chunk of
+ * 128 is 8 pages exactly. */
+_Static_assert(sizeof(struct tb_sock) <= 256, "struct tb_sock grew past 256 bytes");
 
 /* start + d, saturated at TB_NEVER: an expiry never wraps into the past (the largest
  * duration, 2562047h, overflows int64 ns once the monotonic clock passes ~47 minutes). */
@@ -182,6 +181,10 @@ struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct 
 			    uint64_t ino, bool nonblock, int64_t now);
 
 void tb_sock_ref(struct tb_sock *s);
+
+/* Framing is over for s (RAW): its framing goes back to the pool and `frame` becomes NULL.
+ * By the holder of frame_flag (rule 11), or by the last tb_sock_unref. */
+void tb_sock_frame_over(struct tb_sock *s);
 
 /* The socket holds a slot of gate g (taken in connect before the handshake). */
 void tb_sock_hold_slot(struct tb_sock *s, struct tb_gate *g, int slot_fd);

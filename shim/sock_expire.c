@@ -468,6 +468,17 @@ static bool connect_not_begun(int fd)
 	       ti.tcpi_state == 7; /* TCP_CLOSE (include/net/tcp_states.h; linux/tcp.h does not name it) */
 }
 
+/* The log line of an expiry, taken under `busy` at the cut, written by the expirer after
+ * it (sock.h, rule 10). */
+struct tb_log_note {
+	int64_t elapsed, limit;
+	struct tb_dest dest;
+	int fd, tid;
+	enum tb_phase phase;
+	bool by_request;        /* the call's deadline was the thread's request deadline */
+	struct tb_req_tag req;  /* ... from where (request.h) */
+};
+
 int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_phase phase,
 		   int fd, bool own_fd, int64_t now, int64_t *recheck)
 {
@@ -511,24 +522,19 @@ int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_p
 	connecting = TB_ST(tb_sock_word(s)) == TB_ST_CONNECTING;
 	if (!claim_expiry(s, gen, phase))
 		goto out;
-	/* The line is taken now: once shut down, the waiter wakes and folds its wait into
-	 * idle_ns, and once busy drops the socket may be closed and reused. */
-	measure(s, side, phase, now, &s->note.elapsed, &s->note.limit);
-	s->note.dest = s->dest;
-	s->note.fd = fd;
-	s->note.tid = own_fd ? tb_tid() : atomic_load_explicit(&s->waiter_tid,
-							       memory_order_relaxed);
-	s->note.phase = phase;
-	s->note.by_request = phase == TB_PHASE_DEADLINE && tb_sock_request_tag(s, &s->note.req);
+	/* The line is taken now, into this thread's own note (rule 10): once shut down, the
+	 * waiter wakes and folds its wait into idle_ns, and once busy drops the program may
+	 * close the socket, and past tb_sock_await_log's wait (a preempted expirer) the entry
+	 * and its call's timers may already describe another connection. */
+	measure(s, side, phase, now, &note.elapsed, &note.limit);
+	note.dest = s->dest;
+	note.fd = fd;
+	note.tid = own_fd ? tb_tid() : atomic_load_explicit(&s->waiter_tid, memory_order_relaxed);
+	note.phase = phase;
+	note.by_request = phase == TB_PHASE_DEADLINE && tb_sock_request_tag(s, &note.req);
 	atomic_store_explicit(&s->log_pending, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&tb_expiries[phase], 1, memory_order_relaxed);
-	tb_stats_cut(s, phase);
-	/* The line's fields are copied now, while `busy` keeps fd naming s: once it drops, the
-	 * program may close the socket, and past tb_sock_await_log's wait (a preempted
-	 * expirer) the entry and its call's timers may already describe another connection,
-	 * whose own cut may rewrite the note. */
-	note = s->note;
-	timed = tb_stats_take_timers(fd, &timers);
+	timed = tb_stats_cut(s, phase, &timers);
 	/* Before the cut wakes the waiter: its retry finds the breaker as this failure left
 	 * it (a storm's threads are cut together, and reconnect at once). */
 	if (__builtin_expect(atomic_load_explicit(&s->set, memory_order_relaxed)->protects, 0))

@@ -40,6 +40,9 @@
  * call times, sock.h rule 9), read by the watchdog at a cut: relaxed atomics. 0: not yet. */
 struct call {
 	_Atomic(struct tb_stats_dest *) row; /* its destination's row; NULL: none */
+	/* Call start to handshake start, with a gate; else -1. In ms, as the cut's line shows
+	 * it (its only reader): half a word, beside `done`, instead of a word of its own. */
+	_Atomic int32_t gate_ms;
 	atomic_bool done;            /* the call's completion was counted */
 	_Atomic int64_t begin;       /* the call's start (gate wait included) */
 	_Atomic int64_t connect_at;  /* the handshake's start */
@@ -47,12 +50,9 @@ struct call {
 	_Atomic int64_t req_at;      /* the first byte of the current request */
 	_Atomic int64_t first_byte;  /* the first byte of its response */
 	_Atomic int64_t last_rx;     /* the last response byte so far */
-	_Atomic int64_t gate_ns;     /* call start to handshake start, with a gate; else -1 */
-	/* The last cut, for its log line (tb_stats_take_timers), written by the cutter. */
-	atomic_bool cut_pending;
-	atomic_int cut_fd;
-	_Atomic int64_t cut_total_ms, cut_budget_ms;
 };
+
+_Static_assert(sizeof(struct call) == 64, "struct call is 64 bytes for every socket");
 
 enum { SEG_NONE, SEG_OPENING, SEG_READY, SEG_FAILED };
 
@@ -87,7 +87,7 @@ static void take_proc_name(void)
 void tb_stats_configure(const struct tb_settings *s)
 {
 	take_proc_name();
-	tb_log_lend(tb_stats_take_timers, tb_stats_wake);
+	tb_log_lend(tb_stats_wake);
 	snprintf(stats_path, sizeof(stats_path), "%s", s->stats_path);
 	if (s->stats_interval_ns > 0)
 		stats_interval = s->stats_interval_ns;
@@ -443,6 +443,13 @@ static struct tb_stats_dest *row_at(struct call *c)
 #define LOAD(field) atomic_load_explicit(&(field), memory_order_relaxed)
 #define STORE(field, v) atomic_store_explicit(&(field), (v), memory_order_relaxed)
 
+static int32_t ms_clamped(int64_t ns)
+{
+	int64_t ms = ns / TB_NS_PER_MS;
+
+	return ms > INT32_MAX ? INT32_MAX : (int32_t)ms;
+}
+
 void tb_stats_call_begin(struct tb_sock *s, int64_t start)
 {
 	struct call *c;
@@ -461,7 +468,7 @@ void tb_stats_call_begin(struct tb_sock *s, int64_t start)
 	STORE(c->req_at, 0);
 	STORE(c->first_byte, 0);
 	STORE(c->last_rx, 0);
-	STORE(c->gate_ns, LOAD(s->has_slot) ? at - LOAD(c->begin) : -1);
+	STORE(c->gate_ms, LOAD(s->has_slot) ? ms_clamped(at - LOAD(c->begin)) : -1);
 	if (i >= 0)
 		ADD(seg->d[i].calls);
 	else
@@ -596,50 +603,31 @@ static int64_t ms_or_none(int64_t from, int64_t to)
 	return from > 0 && to >= from ? (to - from) / TB_NS_PER_MS : -1;
 }
 
-void tb_stats_cut(struct tb_sock *s, enum tb_phase phase)
+/*
+ * The timers go straight to the cutter's line: no thread-local storage here (the library's
+ * static TLS must stay small enough for a dlopen() of it; glibc's surplus is a few hundred
+ * bytes), and nothing kept per socket for a cut, which is rare.
+ */
+bool tb_stats_cut(struct tb_sock *s, enum tb_phase phase, struct tb_log_timers *t)
 {
 	struct call *c = call_of(s);
 	struct tb_stats_dest *r;
 	int64_t now, deadline;
 
 	if (c == NULL)
-		return;
+		return false;
 	r = row_at(c);
 	if (r != NULL)
 		ADD(r->cuts[phase]);
 	now = tb_now();
 	deadline = LOAD(s->call_deadline);
-	STORE(c->cut_total_ms, ms_or_none(LOAD(c->begin), now));
-	STORE(c->cut_budget_ms, deadline > 0 && deadline < TB_NEVER
-				    ? (deadline > now ? (deadline - now) / TB_NS_PER_MS : 0)
-				    : -1);
-	STORE(c->cut_fd, s->note.fd);
-	atomic_store_explicit(&c->cut_pending, true, memory_order_release);
-}
-
-/*
- * No thread-local storage here: the library's static TLS must stay small enough for a
- * dlopen() of it (glibc's surplus is a few hundred bytes). The cut's timers wait in the
- * socket's call entry; the log line finds them through the fd, which still names the socket
- * unless the program closed it in between (then the line has no timers).
- */
-bool tb_stats_take_timers(int fd, struct tb_log_timers *t)
-{
-	struct tb_sock *s = tb_fd_sock(fd);
-	struct call *c = s != NULL ? call_of(s) : NULL;
-	struct tb_stats_dest *r;
-	int64_t gate;
-
-	if (c == NULL || LOAD(c->cut_fd) != fd ||
-	    !atomic_exchange_explicit(&c->cut_pending, false, memory_order_acquire))
-		return false;
-	r = row_at(c);
-	gate = LOAD(c->gate_ns);
-	t->gate_ms = gate >= 0 ? gate / TB_NS_PER_MS : -1;
+	t->gate_ms = LOAD(c->gate_ms);
 	t->connect_ms = ms_or_none(LOAD(c->connect_at), LOAD(c->connected));
 	t->first_byte_ms = ms_or_none(LOAD(c->req_at), LOAD(c->first_byte));
-	t->total_ms = LOAD(c->cut_total_ms);
-	t->budget_ms = LOAD(c->cut_budget_ms);
+	t->total_ms = ms_or_none(LOAD(c->begin), now);
+	t->budget_ms = deadline > 0 && deadline < TB_NEVER
+			       ? (deadline > now ? (deadline - now) / TB_NS_PER_MS : 0)
+			       : -1;
 	t->host[0] = '\0';
 	if (r != NULL && atomic_load_explicit(&r->host_ready, memory_order_acquire)) {
 		memcpy(t->host, r->host, sizeof(t->host));

@@ -41,9 +41,9 @@ int64_t tb_stats_received(struct tb_sock *s, ssize_t r);
  * DESIGN's scope=call rule ends it, and is counted done with its duration. */
 void tb_stats_closed(struct tb_sock *s);
 
-/* The watchdog (or a hook) cut s in `phase`: counts it, and keeps the call's timers for the
- * log line the cutter writes next (tb_stats_take_timers). */
-void tb_stats_cut(struct tb_sock *s, enum tb_phase phase);
+/* The watchdog (or a hook) cut s in `phase`: counts it, and gives the call's timers to the
+ * log line the cutter writes next, in *t. False when there are none (no segment). */
+bool tb_stats_cut(struct tb_sock *s, enum tb_phase phase, struct tb_log_timers *t);
 
 /* Something on s stopped being governed (an `event=notice` of kind k, stats_seg.h): counts
  * it for s's destination, whatever the log level. Lock-free, no system call. */
@@ -54,12 +54,6 @@ void tb_stats_not_sent(const struct tb_dest *d);
 
 /* An inbound request arrived with its budget already spent (a deadline header of 0). */
 void tb_stats_arrived_spent(void);
-
-/* A call's timers as the log shows them, in ms; -1 for a phase not reached. */
-
-/* The timers kept by the last tb_stats_cut of the socket fd names, once (then forgotten).
- * False when there are none. */
-bool tb_stats_take_timers(int fd, struct tb_log_timers *t);
 
 /* Wakes the stats thread (a log line was held back: it reports the count a second later).
  * One futex system call; safe in a signal handler. Nothing without a segment. */

@@ -391,16 +391,18 @@ int tb_xfer_wait(struct tb_xfer *x)
 
 
 /* Publishes the framing's state for the expiry, the watchdog and the next step (sock.h, rule
- * 11). Under frame_flag. */
+ * 11); a framing that turned RAW goes back to its pool. Under frame_flag. */
 static unsigned publish(struct tb_sock *s)
 {
-	const struct tb_frame *f = &s->frame;
+	const struct tb_frame *f = s->frame;
 	unsigned fs = (unsigned)tb_frame_state(f);
 
 	if (fs == TB_FRAME_AWAITING && tb_frame_answer_begun(f))
 		fs |= TB_FS_BEGUN;
 	if (fs >= TB_FRAME_RESTING && tb_frame_send_starts_call(f))
 		fs |= TB_FS_STARTS;
+	if (fs == TB_FRAME_RAW)
+		tb_sock_frame_over(s);
 	fs |= atomic_load_explicit(&s->frame_state, memory_order_relaxed) & TB_FS_NOTED;
 	atomic_store_explicit(&s->frame_state, (unsigned char)fs, memory_order_relaxed);
 	return fs;
@@ -439,9 +441,12 @@ static __attribute__((noinline, cold)) void note_framing_raw(struct tb_sock *s, 
  * The caller holds the framing (its try-flag). */
 static void __attribute__((noinline, cold)) abandon(struct tb_sock *s, int fd)
 {
-	enum tb_proto was = (enum tb_proto)s->frame.proto;
+	enum tb_proto was;
 
-	tb_frame_abandon(&s->frame);
+	if (s->frame == NULL)
+		return; /* RAW already, and published */
+	was = (enum tb_proto)s->frame->proto;
+	tb_sock_frame_over(s);
 	atomic_store_explicit(&s->frame_state, TB_FRAME_RAW, memory_order_relaxed);
 	note_framing_raw(s, fd, was, "overlap");
 }
@@ -449,7 +454,7 @@ static void __attribute__((noinline, cold)) abandon(struct tb_sock *s, int fd)
 /* The bytes of x that moved (r of them, r == 0: the peer closed) through the framing. */
 static unsigned feed_bytes(struct tb_sock *s, const struct tb_xfer *x, size_t r)
 {
-	struct tb_frame *f = &s->frame;
+	struct tb_frame *f = s->frame;
 	bool rd = x->side == TB_RD;
 	unsigned ev = 0;
 
@@ -469,6 +474,23 @@ static unsigned feed_bytes(struct tb_sock *s, const struct tb_xfer *x, size_t r)
 	return ev;
 }
 
+/* feed's part under the try-flag: feeds and publishes. */
+static unsigned feed_held(struct tb_sock *s, const struct tb_xfer *x, size_t r)
+{
+	uint8_t was;
+	unsigned ev;
+
+	if (s->frame == NULL)
+		return 0; /* framing turned RAW since the caller looked: nothing to feed */
+	was = s->frame->proto;
+	ev = feed_bytes(s, x, r);
+	publish(s);
+	if (TB_UNLIKELY(ev & TB_FRAME_EV_RAW))
+		note_framing_raw(s, x->fd, (enum tb_proto)was,
+				 x->buf == NULL && x->iov == NULL && r > 0 ? "unseen" : "unframed");
+	return ev;
+}
+
 /*
  * Feeds a transfer to the socket's framing, under its try-flag (sock.h, rule 11), and
  * publishes the state. Returns the TB_FRAME_EV_* bits. `fs` is the state published before.
@@ -476,7 +498,6 @@ static unsigned feed_bytes(struct tb_sock *s, const struct tb_xfer *x, size_t r)
 static unsigned feed(struct tb_sock *s, const struct tb_xfer *x, size_t r)
 {
 	unsigned char fl = 0;
-	uint8_t was;
 	unsigned ev;
 
 	if (x->peek)
@@ -488,12 +509,7 @@ static unsigned feed(struct tb_sock *s, const struct tb_xfer *x, size_t r)
 			abandon(s, x->fd);
 		return 0;
 	}
-	was = s->frame.proto;
-	ev = feed_bytes(s, x, r);
-	publish(s);
-	if (TB_UNLIKELY(ev & TB_FRAME_EV_RAW))
-		note_framing_raw(s, x->fd, (enum tb_proto)was,
-				 x->buf == NULL && x->iov == NULL && r > 0 ? "unseen" : "unframed");
+	ev = feed_held(s, x, r);
 	fl = 1;
 	if (!atomic_compare_exchange_strong(&s->frame_flag, &fl, 0))
 		abandon(s, x->fd); /* another transfer overlapped this one */

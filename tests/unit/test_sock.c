@@ -113,11 +113,6 @@ void tb_log_error(const char *body)
 	(void)body;
 }
 
-void tb_stats_cut(struct tb_sock *s, enum tb_phase phase)
-{
-	(void)s, (void)phase;
-}
-
 /* The breaker's side of a cut (shim/protect.c): no socket of this suite is protected. */
 void tb_prot_cut(struct tb_sock *s, struct tb_prot_note *n)
 {
@@ -130,9 +125,9 @@ void tb_prot_say(const struct tb_prot_note *n)
 	(void)n;
 }
 
-bool tb_stats_take_timers(int fd, struct tb_log_timers *t)
+bool tb_stats_cut(struct tb_sock *s, enum tb_phase phase, struct tb_log_timers *t)
 {
-	(void)fd, (void)t;
+	(void)s, (void)phase, (void)t;
 	return false;
 }
 
@@ -562,6 +557,47 @@ static void test_log_line_after_the_cut(void **state)
 	close_pair(&p);
 }
 
+/* ---- what a socket keeps ------------------------------------------------------------------ */
+
+/* A connection forced raw takes no framing; one that may be framed takes one, gives it back
+ * when it turns RAW (the holder of the try-flag, rule 11), and the next socket gets it
+ * started afresh. */
+static void test_framing_is_taken_and_given_back(void **state)
+{
+	struct tb_dest d = dest_v4("127.0.0.1", 80);
+	struct tb_sock *s, *t;
+	struct tb_frame *f;
+
+	(void)state;
+	set.protocol = TB_PROTO_RAW;
+	s = tb_sock_new(-1, &set, &d, 1, false, T0);
+	assert_null(s->frame);
+	assert_int_equal(atomic_load(&s->frame_state) & TB_FS_STATE, TB_FRAME_RAW);
+	tb_sock_unref(s);
+
+	set.protocol = TB_PROTO_AUTO;
+	s = tb_sock_new(-1, &set, &d, 1, false, T0);
+	f = s->frame;
+	assert_non_null(f);
+	assert_int_equal(atomic_load(&s->frame_state) & TB_FS_STATE, TB_FRAME_UNKNOWN);
+	assert_int_equal(tb_frame_sent(f, "\x01\x02\x03\x04\x05\x06\x07\x08", 8) &
+			 TB_FRAME_EV_RAW, TB_FRAME_EV_RAW);
+	tb_sock_frame_over(s);
+	assert_null(s->frame);
+	tb_sock_frame_over(s); /* once only: nothing left to give */
+
+	set.protocol = TB_PROTO_TLS;
+	t = tb_sock_new(-1, &set, &d, 1, false, T0);
+	assert_ptr_equal(t->frame, f); /* the free list is a stack */
+	assert_int_equal(tb_frame_proto(f), TB_PROTO_TLS);
+	assert_int_equal(atomic_load(&t->frame_state) & TB_FS_STATE, tb_frame_state(f));
+	tb_sock_unref(s);
+	tb_sock_unref(t); /* the last reference gives the framing back too */
+	t = tb_sock_new(-1, &set, &d, 1, false, T0);
+	assert_ptr_equal(t->frame, f);
+	tb_sock_unref(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -579,6 +615,7 @@ int main(void)
 		cmocka_unit_test_setup(test_unverifiable_socket_is_given_up_not_looped, setup),
 		cmocka_unit_test_setup(test_own_fd_no_longer_ours_is_not_cut, setup),
 		cmocka_unit_test_setup(test_log_line_after_the_cut, setup),
+		cmocka_unit_test_setup(test_framing_is_taken_and_given_back, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
