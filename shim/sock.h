@@ -108,7 +108,8 @@ struct tb_log_note {
  *     entry is retired - never reused - instead of freed.
  * (10) `note` belongs to the one thread whose claim (the CAS to EXPIRED) succeeded: it fills
  *     it under `busy`, sets log_pending, cuts, drops `busy`, writes the line and clears
- *     log_pending (release). Other threads only read log_pending (tb_sock_await_log).
+ *     log_pending (release), waking any thread that marked it awaited and sleeps on it
+ *     (tb_sock_await_log: the only other write, a CAS from pending to awaited).
  */
 /* frame_state, the framing as the runtime reads it: enum tb_frame_state in the low bits, and
  * two answers of the framing taken at the last feed (frame.h). */
@@ -287,6 +288,20 @@ void tb_sock_progress(struct tb_sock *s, enum tb_side side);
  */
 int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_phase phase,
 		   int fd, bool own_fd, int64_t now, int64_t *recheck);
+
+/*
+ * The watchdog's expiry: tb_sock_expire through an fd of s (own_fd false), except that a
+ * read-side cut while nobody waits to send shuts only the reading half, which wakes the
+ * reader and ends reading, and returns 2: the caller owes tb_sock_cut_rest(s, gen), once
+ * every cut due is made. Otherwise returns as tb_sock_expire. errno is preserved.
+ */
+int tb_sock_expire_first(struct tb_sock *s, uint32_t gen, enum tb_side side,
+			 enum tb_phase phase, int64_t now, int64_t *recheck);
+
+/* Completes a cut that tb_sock_expire_first left half made: shuts the writing half (the
+ * FIN to the peer, a blocked send wakes), when the socket is still that expired generation
+ * and an fd of it can be verified under `busy`; else nothing. errno is preserved. */
+void tb_sock_cut_rest(struct tb_sock *s, uint32_t gen);
 
 /*
  * Waits, 20 ms at most, for the expiry's log line to be written by the expirer, which
