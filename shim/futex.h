@@ -50,4 +50,14 @@ static inline void tb_futex_wake_one(atomic_uint *word, bool shared)
 	errno = saved;
 }
 
+/* Wakes every thread sleeping on word (same `shared` as their wait). errno is preserved. */
+static inline void tb_futex_wake_all(atomic_uint *word, bool shared)
+{
+	int saved = errno;
+
+	syscall(SYS_futex, word, FUTEX_WAKE | (shared ? 0 : FUTEX_PRIVATE_FLAG), INT32_MAX, NULL,
+		NULL, 0);
+	errno = saved;
+}
+
 #endif

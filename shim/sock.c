@@ -461,7 +461,7 @@ struct tb_expiry tb_sock_wait_record(struct tb_sock *s, enum tb_side side, int f
 	e = tb_sock_expiry(s, side);
 	atomic_store_explicit(&sd->expiry, e.at, memory_order_relaxed);
 	atomic_store_explicit(&s->fd, fd, memory_order_relaxed);
-	atomic_store_explicit(&s->waiter_tid, tb_tid(), memory_order_relaxed);
+	atomic_store_explicit(&sd->waiter_tid, tb_tid(), memory_order_relaxed);
 	/* seq_cst: pairs with the watchdog clearing wd_filed_at then re-reading waiters. */
 	atomic_fetch_add(&sd->waiters, 1);
 	return e;

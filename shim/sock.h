@@ -27,6 +27,7 @@ enum tb_side { TB_RD = 0, TB_WR = 1 };
 
 struct tb_side_state {
 	atomic_uint waiters;       /* threads visibly waiting on this side */
+	atomic_int waiter_tid;     /* hint: the thread that last waited on it, for the log line */
 	_Atomic int64_t idle_ns;   /* see struct tb_idle */
 	_Atomic int64_t wait_begin;
 	_Atomic int64_t expiry;    /* of the wait under way; read by the watchdog */
@@ -53,8 +54,8 @@ struct tb_side_state {
  *     a governed fd wait for it to be zero between untracking the number and giving it
  *     back to the kernel (Dekker: seq_cst on both sides). Nothing that can block - the
  *     log line above all - is done while it is raised.
- * (4) `fd` and `waiter_tid` are hints, written by every wait (relaxed): the fd and thread
- *     of the last wait through any fd of the socket. They are never trusted: the watchdog
+ * (4) `fd` and each side's `waiter_tid` are hints, written by every wait (relaxed): the fd
+ *     of the last wait through any fd of the socket, the thread of the last wait on the side. They are never trusted: the watchdog
  *     verifies `fd` under `busy`, and when it no longer names the socket, looks for another
  *     fd of it in the fd table; when none can be verified it stops governing the socket
  *     (drops it from its heap) instead of trying again.
@@ -103,8 +104,9 @@ struct tb_side_state {
  * (10) The expiry's log line belongs to the one thread whose claim (the CAS to EXPIRED)
  *     succeeded: it takes the line's fields into a note of its own (its stack: an expiry is
  *     rare, and the socket keeps nothing for it) under `busy`, sets log_pending, cuts, drops
- *     `busy`, writes the line and clears log_pending (release). Other threads only read
- *     log_pending (tb_sock_await_log).
+ *     `busy`, writes the line and clears log_pending (release), waking any thread that
+ *     marked it awaited and sleeps on it (tb_sock_await_log: the only other write, a CAS
+ *     from pending to awaited).
  */
 /* frame_state, the framing as the runtime reads it: enum tb_frame_state in the low bits, and
  * two answers of the framing taken at the last feed (frame.h). */
@@ -118,7 +120,7 @@ struct tb_sock {
 	atomic_uint state;
 	atomic_uint refs;         /* fds referring to it */
 	atomic_int fd;            /* hint: the fd last waited on (rule 4) */
-	atomic_int waiter_tid;    /* hint: the thread that last waited, for the log line */
+	atomic_uint log_pending;  /* the expiry's line is being written; a futex (rule 10) */
 	atomic_uint busy;         /* expiries under way: close waits for 0 (rule 3) */
 	atomic_uint inuse;        /* calls reading dest/frame: reuse waits for 0 (rule 12) */
 	atomic_bool nonblock;     /* O_NONBLOCK of the open file description */
@@ -129,8 +131,7 @@ struct tb_sock {
 	_Atomic uint64_t ino;     /* identity: st_ino of the socket */
 	_Atomic(const struct tb_settings *) set;
 	struct tb_dest dest;      /* written before publication (rule 2) */
-	/* Four bytes here, which a word would leave as holes. */
-	atomic_uchar log_pending;  /* the expiry's line is being written (rule 10) */
+	/* Bytes here, which words would leave as holes. */
 	atomic_bool in_incoming;   /* on the watchdog's incoming stack (rule 7) */
 	atomic_uchar frame_state;  /* TB_FS_*, published by the I/O path after each feed (rule 11) */
 	atomic_uchar frame_flag;   /* 0 free, 1 a transfer is feeding, 2 abandoned */
@@ -290,6 +291,20 @@ void tb_sock_progress(struct tb_sock *s, enum tb_side side);
  */
 int tb_sock_expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_phase phase,
 		   int fd, bool own_fd, int64_t now, int64_t *recheck);
+
+/*
+ * The watchdog's expiry: tb_sock_expire through an fd of s (own_fd false), except that a
+ * read-side cut while nobody waits to send shuts only the reading half, which wakes the
+ * reader and ends reading, and returns 2: the caller owes tb_sock_cut_rest(s, gen), once
+ * every cut due is made. Otherwise returns as tb_sock_expire. errno is preserved.
+ */
+int tb_sock_expire_first(struct tb_sock *s, uint32_t gen, enum tb_side side,
+			 enum tb_phase phase, int64_t now, int64_t *recheck);
+
+/* Completes a cut that tb_sock_expire_first left half made: shuts the writing half (the
+ * FIN to the peer, a blocked send wakes), when the socket is still that expired generation
+ * and an fd of it can be verified under `busy`; else nothing. errno is preserved. */
+void tb_sock_cut_rest(struct tb_sock *s, uint32_t gen);
 
 /*
  * Waits, 20 ms at most, for the expiry's log line to be written by the expirer, which

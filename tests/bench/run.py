@@ -541,14 +541,13 @@ def bench_precision(rep, cfg):
     rep.target("precision: timebox never early", early == 0,
                "%d early of all runs; earliest %+.3f ms" %
                (early, min(res[t][v]["min_ms"] for t in res for v in ("timebox", "first_byte"))))
+    # Issue 21: at every concurrency, timebox's p99 at most 1 ms behind poll's own lateness
+    # (the kernel's hrtimer, measured in the same interleaved runs).
     for t in cfg["precision_threads"]:
         tb = res[str(t)]["timebox"]["p99_us"]["median"]
-        if t <= 10:
-            rep.target("precision, %d threads: p99 ≤ 2 ms late" % t, tb <= 2.0, "%.2f ms" % tb)
-        else:
-            floor = res[str(t)]["poll"]["p99_us"]["median"]
-            rep.target("precision, %d threads: p99 within 2 ms of poll" % t,
-                       tb - floor <= 2.0, "%.2f ms vs poll %.2f ms" % (tb, floor))
+        floor = res[str(t)]["poll"]["p99_us"]["median"]
+        rep.target("precision, %d threads: p99 within 1 ms of poll" % t,
+                   tb - floor <= 1.0, "%.2f ms vs poll %.2f ms" % (tb, floor))
 
 
 def bench_scale(rep, cfg):

@@ -540,6 +540,102 @@ static void test_own_fd_no_longer_ours_is_not_cut(void **state)
 	close(p.peer);
 }
 
+/* ---- the watchdog's cut of a reader: the reading half at once, the FIN later ------------ */
+
+static bool reader_woken(struct pair *p)
+{
+	char c;
+
+	return recv(p->fd, &c, 1, MSG_DONTWAIT) == 0;
+}
+
+/* The reader wakes (EOF through its fd) and the socket is expired at once; the peer hears
+ * the FIN only when the rest of the cut is made. */
+static void test_watchdog_cuts_a_reader_and_owes_the_fin(void **state)
+{
+	struct pair p = open_pair();
+	uint32_t gen = gen_of(p.s);
+	int64_t recheck = 0;
+
+	(void)state;
+	tb_wd_wait_begin(p.s, TB_RD, p.fd, T0);
+	assert_int_equal(tb_sock_expire_first(p.s, gen, TB_RD, TB_PHASE_READ, T0 + 1 * S,
+					      &recheck), 2);
+	assert_int_equal(TB_ST(tb_sock_word(p.s)), TB_ST_EXPIRED);
+	assert_true(reader_woken(&p));
+	assert_false(was_cut(&p));
+	assert_int_equal(fake.logged, 1);
+	assert_int_equal(atomic_load(&p.s->busy), 0);
+	tb_sock_cut_rest(p.s, gen);
+	assert_true(was_cut(&p));
+	assert_int_equal(atomic_load(&p.s->busy), 0);
+	close_pair(&p);
+}
+
+/* A thread blocked in a send wakes only when the writing half is shut: with one waiting,
+ * the reader's cut is whole at once. */
+static void test_reader_cut_is_whole_while_a_writer_waits(void **state)
+{
+	struct pair p = open_pair();
+	int64_t recheck = 0;
+
+	(void)state;
+	tb_wd_wait_begin(p.s, TB_RD, p.fd, T0);
+	tb_wd_wait_begin(p.s, TB_WR, p.fd, T0);
+	assert_int_equal(tb_sock_expire_first(p.s, gen_of(p.s), TB_RD, TB_PHASE_READ, T0 + 1 * S,
+					      &recheck), 1);
+	assert_true(was_cut(&p));
+	close_pair(&p);
+}
+
+/* The rest of a cut after the program closed the socket, its number and its entry reused
+ * by a new connection: the new one is not touched. */
+static void test_rest_of_a_cut_spares_a_reused_socket(void **state)
+{
+	struct pair p = open_pair(), q;
+	uint32_t gen = gen_of(p.s);
+	struct tb_sock *old = p.s;
+	int64_t recheck = 0;
+
+	(void)state;
+	tb_wd_wait_begin(p.s, TB_RD, p.fd, T0);
+	assert_int_equal(tb_sock_expire_first(p.s, gen, TB_RD, TB_PHASE_READ, T0 + 1 * S,
+					      &recheck), 2);
+	tb_sock_wait_end(p.s, TB_RD, T0 + 1 * S, false, gen);
+	close_pair(&p);
+	q = open_pair();
+	assert_int_equal(q.fd, p.fd);
+	tb_sock_cut_rest(old, gen);
+	assert_false(was_cut(&q));
+	assert_int_equal(TB_ST(tb_sock_word(q.s)), TB_ST_OPEN);
+	close_pair(&q);
+}
+
+/* The watchdog's step: the cut at the expiry, the FIN owed FIN_GRACE_NS later (a program
+ * told ETIMEDOUT closes the socket itself meanwhile), and sent then. */
+static void test_watchdog_sends_the_fin_after_its_grace(void **state)
+{
+	struct pair p = open_pair();
+
+	(void)state;
+	heap_len = 0;
+	owed_head = owed_len = 0;
+	tb_wd_wait_begin(p.s, TB_RD, p.fd, T0);
+	atomic_store(&p.s->side[TB_RD].expiry, T0 + 1 * S);
+	evaluate(p.s, T0 + 1 * S);
+	assert_int_equal(TB_ST(tb_sock_word(p.s)), TB_ST_EXPIRED);
+	assert_true(reader_woken(&p));
+	assert_int_equal(owed_len - owed_head, 1);
+	assert_true(next_due() == T0 + 1 * S + FIN_GRACE_NS);
+	assert_false(complete_owed(T0 + 1 * S + FIN_GRACE_NS - 1));
+	assert_false(was_cut(&p));
+	assert_false(complete_owed(T0 + 1 * S + FIN_GRACE_NS));
+	assert_true(was_cut(&p));
+	assert_int_equal(owed_len - owed_head, 0);
+	assert_true(next_due() == TB_NEVER);
+	close_pair(&p);
+}
+
 /* The line is written after the cut, with `busy` down: a blocked log cannot hold either. */
 static void test_log_line_after_the_cut(void **state)
 {
@@ -616,6 +712,10 @@ int main(void)
 		cmocka_unit_test_setup(test_own_fd_no_longer_ours_is_not_cut, setup),
 		cmocka_unit_test_setup(test_log_line_after_the_cut, setup),
 		cmocka_unit_test_setup(test_framing_is_taken_and_given_back, setup),
+		cmocka_unit_test_setup(test_watchdog_cuts_a_reader_and_owes_the_fin, setup),
+		cmocka_unit_test_setup(test_reader_cut_is_whole_while_a_writer_waits, setup),
+		cmocka_unit_test_setup(test_rest_of_a_cut_spares_a_reused_socket, setup),
+		cmocka_unit_test_setup(test_watchdog_sends_the_fin_after_its_grace, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
