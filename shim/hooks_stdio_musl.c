@@ -16,6 +16,7 @@
 #include "fdtable.h"
 #include "hooks.h"
 #include "real.h"
+#include "stdio_musl.h"
 #include "xfer.h"
 
 /* Weak: musl-only names, which glibc's loader, given this build by hand, must not fail to
@@ -31,21 +32,6 @@ int fgetc_unlocked(FILE *f);
 char *fgets_unlocked(char *buf, int n, FILE *f);
 size_t fread_unlocked(void *p, size_t size, size_t n, FILE *f);
 ssize_t getline(char **line, size_t *cap, FILE *f);
-
-/* The governed socket under f, or NULL (most FILEs: files, pipes, untracked sockets).
- * musl's fileno of a memory stream (fmemopen, open_memstream: no fd) sets errno to EBADF:
- * a pass-through must leave the caller's errno as it was. */
-static inline struct tb_sock *file_sock(FILE *f, int *fd)
-{
-	int saved = errno;
-
-	*fd = fileno(f);
-	if (*fd < 0) {
-		errno = saved;
-		return NULL;
-	}
-	return tb_fd_sock(*fd);
-}
 
 /* The socket was cut during a call on f: the stream's EOF (a shut-down socket reads as
  * EOF, which must not pass for the peer's close) becomes an error, errno kept (ETIMEDOUT,

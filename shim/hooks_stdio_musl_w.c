@@ -44,6 +44,7 @@
 #include "real.h"
 #include "sigpipe.h"
 #include "sock.h"
+#include "stdio_musl.h"
 #include "xfer.h"
 
 /* Weak: a musl-only name, which glibc's loader, given this build by hand, must not fail to
@@ -55,21 +56,6 @@ int fputc_unlocked(int c, FILE *f);
 size_t fwrite_unlocked(const void *p, size_t size, size_t n, FILE *f);
 int fputs_unlocked(const char *str, FILE *f);
 int fflush_unlocked(FILE *f);
-
-/* The governed socket under f, or NULL (most FILEs: files, pipes, untracked sockets) (as hooks_stdio_musl.c's).
- * musl's fileno of a memory stream (fmemopen, open_memstream: no fd) sets errno to EBADF:
- * a pass-through must leave the caller's errno as it was. */
-static inline struct tb_sock *file_sock(FILE *f, int *fd)
-{
-	int saved = errno;
-
-	*fd = fileno(f);
-	if (*fd < 0) {
-		errno = saved;
-		return NULL;
-	}
-	return tb_fd_sock(*fd);
-}
 
 /* True when writing bytes[0..n) may make musl write to the fd: no room for them (an
  * unbuffered stream has a buffer of size 0), or a newline on a line-buffered stream. A
