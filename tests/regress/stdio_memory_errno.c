@@ -48,11 +48,15 @@ int main(int argc, char **argv)
 	static char text[] = "one\ntwo\nthree\nfour\nfive 5\nsix 6\nseven 7\neight\n";
 	char out[4096], line[64], *got = NULL, word[16];
 	size_t cap = 0;
-	int n;
+	int n, lfd, port, sock;
 	FILE *r, *w;
 
 	(void)argc;
 	tbr_preload_self(argv, "TIMEBOX_READ_TIMEOUT=1s", NULL);
+	/* A governed socket first: until the process has one, the hooks pass every FILE
+	 * through without asking fileno at all. */
+	lfd = tbr_listen(&port);
+	sock = tbr_connect(port);
 	r = fmemopen(text, sizeof(text) - 1, "r");
 	w = fmemopen(out, sizeof(out), "w");
 	TBR_CHECK(r != NULL && w != NULL, "fmemopen: %s", strerror(errno));
@@ -86,5 +90,7 @@ int main(int argc, char **argv)
 	free(got);
 	fclose(r);
 	fclose(w);
+	close(sock);
+	close(lfd);
 	return 0;
 }
