@@ -91,7 +91,7 @@ static struct tb_config *read_config(const char *path, const struct tb_overrides
 	size_t len = 0;
 	int fd;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	fd = tb_open_raw(AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0);
 	if (fd < 0 || fstat(fd, &st) < 0)
 		goto unreadable;
 	refused = tb_config_refusal(st.st_mode, (long long)st.st_size);

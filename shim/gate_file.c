@@ -73,7 +73,7 @@ static int open_dir(char *why, size_t whylen)
 		snprintf(why, whylen, "cannot create %s: %s", dir_path, strerror(errno));
 		return -1;
 	}
-	fd = open(dir_path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	fd = tb_open_raw(AT_FDCWD, dir_path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (fd < 0) {
 		snprintf(why, whylen, "cannot open %s: %s", dir_path, strerror(errno));
 		return -1;
@@ -127,7 +127,7 @@ int tb_gate_file_open(const char *name, struct stat *st, char *why, size_t whyle
 
 		if (dfd < 0)
 			return -1;
-		fd = openat(dfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		fd = tb_open_raw(dfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 		/* ENOENT despite O_CREAT: the directory itself was removed; make it again. */
 		if (fd < 0 && errno != ENOENT)
 			break;
@@ -242,7 +242,7 @@ int tb_gate_file_reopen(int use_fd)
 	int fd;
 
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", use_fd);
-	fd = open(path, O_RDWR | O_CLOEXEC);
+	fd = tb_open_raw(AT_FDCWD, path, O_RDWR | O_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
 	fd = tb_fd_move_internal(fd);

@@ -76,7 +76,7 @@ static void at_exit(void)
  * one dup there and back. It costs the process a few KB. */
 static void grow_kernel_fd_table(void)
 {
-	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC), high;
+	int fd = tb_open_raw(AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC, 0), high;
 
 	high = fd >= 0 ? tb_real.fcntl(fd, F_DUPFD_CLOEXEC, TB_INTERNAL_FD_MIN) : -1;
 	if (high >= 0)

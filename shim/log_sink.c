@@ -194,7 +194,7 @@ static bool relay_ready(void)
 	if (relay_tried)
 		return relay[0] >= 0;
 	relay_tried = true;
-	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
+	if (tb_pipe2_raw(p, O_CLOEXEC | O_NONBLOCK) < 0)
 		return false;
 	p[0] = tb_fd_move_internal(p[0]);
 	p[1] = tb_fd_move_internal(p[1]);
@@ -316,9 +316,9 @@ static int open_file(const char *path, const char **why)
 	struct stat st;
 	int fd;
 
-	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK |
-				O_NOCTTY,
-		  0600);
+	fd = tb_open_raw(AT_FDCWD, path,
+			 O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY,
+			 0600);
 	if (fd < 0) {
 		*why = errno == ELOOP	? "a symbolic link: name the file itself"
 		       : errno == ENXIO ? "not a regular file: a FIFO"

@@ -134,4 +134,21 @@ static inline int tb_fstat_raw(int fd, struct stat *st)
 #endif
 }
 
+/*
+ * timebox's own fds are opened by system call, as tb_real.close closes them: a sanitizer's
+ * runtime preloaded ahead of us intercepts open() and pipe2() but not the real close, so it
+ * kept each number's history as our thread's and reported the program's next use of the
+ * number as a race with it (tests/regress/sanitizer_own_fds). Results and errno as
+ * openat(2) and pipe2(2).
+ */
+static inline int tb_open_raw(int dirfd, const char *path, int flags, mode_t mode)
+{
+	return (int)syscall(SYS_openat, dirfd, path, flags, mode);
+}
+
+static inline int tb_pipe2_raw(int fds[2], int flags)
+{
+	return (int)syscall(SYS_pipe2, fds, flags);
+}
+
 #endif

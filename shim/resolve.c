@@ -115,7 +115,7 @@ static char *read_small(int fd, size_t size)
  */
 static void read_nsswitch(void)
 {
-	int fd = open("/etc/nsswitch.conf", O_RDONLY | O_CLOEXEC);
+	int fd = tb_open_raw(AT_FDCWD, "/etc/nsswitch.conf", O_RDONLY | O_CLOEXEC, 0);
 	struct stat st;
 	char *text, *line, *save = NULL;
 

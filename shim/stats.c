@@ -204,7 +204,7 @@ static void write_file(void)
 	 * not know (a loop over every number, closefrom) while this write is under way must
 	 * neither close it nor have its own next open get the number, which this thread would
 	 * then write into and close (tests/regress/stats_tmp_fd_closed). */
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	fd = tb_open_raw(AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd >= 0)
 		fd = tb_fd_move_internal(fd);
 	if (fd >= 0) {
