@@ -306,9 +306,13 @@ int tb_sock_expire_first(struct tb_sock *s, uint32_t gen, enum tb_side side,
  * and an fd of it can be verified under `busy`; else nothing. errno is preserved. */
 void tb_sock_cut_rest(struct tb_sock *s, uint32_t gen);
 
+/* In a forked child: the lines the parent's watchdog noted are the parent's to write. */
+void tb_sock_noted_fork_child(void);
+
 /*
- * Waits, 20 ms at most, for the expiry's log line to be written by the expirer, which
- * writes it right after its cut (outside `busy`). Called before an expiry is reported to
+ * Writes the expiry's log line when the watchdog noted it and has not begun writing it;
+ * otherwise waits, 20 ms at most, for the expirer to write it, which it does right after
+ * its cut (outside `busy`). Called before an expiry is reported to
  * the program, and by the last close: a program that exits on ETIMEDOUT must not lose the
  * line, yet a log sink that blocks must not hold the program for long. Preserves errno.
  */

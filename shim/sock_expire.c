@@ -450,47 +450,6 @@ bool tb_sock_mark_expired(struct tb_sock *s, uint32_t gen, enum tb_phase phase, 
 	return done;
 }
 
-#define LOG_AWAIT_NS (20 * TB_NS_PER_MS)
-
-/* log_pending: 0 written, LOG_PENDING being written, LOG_AWAITED being written and a thread
- * sleeps on it (the writer then wakes it). */
-enum { LOG_PENDING = 1, LOG_AWAITED = 2 };
-
-/*
- * A futex, not a poll of the flag: the woken thread nearly always reaches here before the
- * expirer, just out of shutdown(), has written the line (a few microseconds), and a
- * 50 us nanosleep per look added 100 us to most cuts (the timer's slack on top), with one
- * more wake-up each that took the CPU from the cuts still to make.
- */
-void tb_sock_await_log(struct tb_sock *s)
-{
-	unsigned v = atomic_load_explicit(&s->log_pending, memory_order_acquire);
-	int saved = errno;
-	int64_t until;
-
-	if (v == 0)
-		return;
-	until = tb_at_after(tb_now(), LOG_AWAIT_NS);
-	while (v != 0) {
-		if (v == LOG_PENDING &&
-		    !atomic_compare_exchange_weak_explicit(&s->log_pending, &v, LOG_AWAITED,
-							   memory_order_acquire,
-							   memory_order_acquire))
-			continue; /* v reloaded: written meanwhile, or another waiter marked it */
-		if (tb_futex_wait_until(&s->log_pending, LOG_AWAITED, until, false) == ETIMEDOUT)
-			break;
-		v = atomic_load_explicit(&s->log_pending, memory_order_acquire);
-	}
-	errno = saved;
-}
-
-/* The line is out: clears log_pending, and wakes whoever sleeps on it. */
-static void log_written(struct tb_sock *s)
-{
-	if (atomic_exchange_explicit(&s->log_pending, 0, memory_order_release) == LOG_AWAITED)
-		tb_futex_wake_all(&s->log_pending, false);
-}
-
 /*
  * The connect hook arms the connect limit just before the kernel's connect(). A thread
  * preempted between the two leaves the socket unconnected (TCP_CLOSE) when the limit falls
@@ -508,16 +467,137 @@ static bool connect_not_begun(int fd)
 	       ti.tcpi_state == 7; /* TCP_CLOSE (include/net/tcp_states.h; linux/tcp.h does not name it) */
 }
 
-/* The log line of an expiry, taken under `busy` at the cut, written by the expirer after
- * it (sock.h, rule 10). */
+/* The log line of an expiry, taken under `busy` at the cut (sock.h, rule 10). */
 struct tb_log_note {
 	int64_t elapsed, limit;
 	struct tb_dest dest;
 	int fd, tid;
 	enum tb_phase phase;
 	bool by_request;        /* the call's deadline was the thread's request deadline */
+	bool timed;             /* `timers` holds the call's timers */
 	struct tb_req_tag req;  /* ... from where (request.h) */
+	struct tb_log_timers timers;
 };
+
+static void write_note(const struct tb_log_note *n)
+{
+	const struct tb_log_timers *timers = n->timed ? &n->timers : NULL;
+
+	if (n->by_request)
+		tb_log_timeout_budget(n->phase, &n->dest, n->fd, n->elapsed, n->limit, n->tid,
+				      timers, &n->req);
+	else
+		tb_log_timeout_with(n->phase, &n->dest, n->fd, n->elapsed, n->limit, n->tid,
+				    timers);
+}
+
+#define LOG_AWAIT_NS (20 * TB_NS_PER_MS)
+
+/* log_pending: 0 written, LOG_PENDING being written, LOG_AWAITED being written and a thread
+ * sleeps on it (the writer then wakes it), LOG_NOTED | slot << LOG_SLOT_SHIFT noted in that
+ * slot of `noted`, not yet being written: the first to move it to LOG_PENDING writes it. */
+enum { LOG_PENDING = 1, LOG_AWAITED = 2, LOG_NOTED = 4, LOG_SLOT_SHIFT = 3 };
+
+/*
+ * The watchdog's line is noted in a slot of `noted` at the cut, and written right after it
+ * by the first of the watchdog and the woken thread (tb_sock_await_log) to take it. The
+ * woken thread nearly always reaches its report before the line is out: it used to sleep
+ * on log_pending until the watchdog had written the line and woken it - a second wake-up
+ * for each thread cut, made from the watchdog's CPU between two cuts. Now it writes the
+ * line itself, on its own CPU. A slot is the watchdog's to fill while FREE; whoever takes
+ * the line frees it once the note is copied. When none is free the line is the
+ * watchdog's, as before.
+ */
+#define NOTED_SLOTS 128
+
+enum { SLOT_FREE, SLOT_NOTED };
+
+struct noted {
+	atomic_uint state;
+	struct tb_log_note note;
+};
+
+static struct noted noted[NOTED_SLOTS];
+static unsigned noted_next; /* the watchdog's: where to look for a free slot first */
+
+/* The line is out: clears log_pending, and wakes whoever sleeps on it. */
+static void log_written(struct tb_sock *s)
+{
+	if (atomic_exchange_explicit(&s->log_pending, 0, memory_order_release) == LOG_AWAITED)
+		tb_futex_wake_all(&s->log_pending, false);
+}
+
+/* Watchdog: a free slot for a note, or NULL. */
+static struct noted *noted_slot(void)
+{
+	for (unsigned i = 0; i < NOTED_SLOTS; i++) {
+		struct noted *n = &noted[(noted_next + i) % NOTED_SLOTS];
+
+		/* Acquire: pairs with the release that freed it, after its note was copied. */
+		if (atomic_load_explicit(&n->state, memory_order_acquire) == SLOT_FREE) {
+			noted_next = (noted_next + i + 1) % NOTED_SLOTS;
+			return n;
+		}
+	}
+	return NULL;
+}
+
+/* Takes the line of s noted as *v (LOG_NOTED and its slot) and writes it, when this
+ * thread is the one that moved it to being written. Returns false when another thread
+ * took it first, *v then reloaded. */
+static bool take_noted(struct tb_sock *s, unsigned *v)
+{
+	struct noted *n = &noted[*v >> LOG_SLOT_SHIFT];
+	struct tb_log_note note;
+
+	/* Acquire: pairs with the expirer's release, after it filled the slot. */
+	if (!atomic_compare_exchange_strong_explicit(&s->log_pending, v, LOG_PENDING,
+						     memory_order_acquire, memory_order_acquire))
+		return false;
+	note = n->note;
+	atomic_store_explicit(&n->state, SLOT_FREE, memory_order_release);
+	write_note(&note);
+	log_written(s);
+	return true;
+}
+
+void tb_sock_noted_fork_child(void)
+{
+	for (unsigned k = 0; k < NOTED_SLOTS; k++)
+		atomic_store_explicit(&noted[k].state, SLOT_FREE, memory_order_relaxed);
+}
+
+/*
+ * A line only noted the thread writes itself. One being written it waits for on a futex,
+ * not by polling the flag: a 50 us nanosleep per look added 100 us to most cuts (the
+ * timer's slack on top), with one more wake-up each that took the CPU from the cuts still
+ * to make. The bound is for an expirer preempted in the middle of a line.
+ */
+void tb_sock_await_log(struct tb_sock *s)
+{
+	unsigned v = atomic_load_explicit(&s->log_pending, memory_order_acquire);
+	int saved = errno;
+	int64_t until = 0;
+
+	while (v != 0) {
+		if (v & LOG_NOTED) {
+			if (take_noted(s, &v))
+				break;
+			continue; /* v reloaded: taken meanwhile */
+		}
+		if (v == LOG_PENDING &&
+		    !atomic_compare_exchange_weak_explicit(&s->log_pending, &v, LOG_AWAITED,
+							   memory_order_acquire,
+							   memory_order_acquire))
+			continue; /* v reloaded: written meanwhile, or another waiter marked it */
+		if (until == 0)
+			until = tb_at_after(tb_now(), LOG_AWAIT_NS);
+		if (tb_futex_wait_until(&s->log_pending, LOG_AWAITED, until, false) == ETIMEDOUT)
+			break;
+		v = atomic_load_explicit(&s->log_pending, memory_order_acquire);
+	}
+	errno = saved;
+}
 
 /* tb_sock_expire, and tb_sock_expire_first when `first`: a reader's cut may shut only the
  * reading half (returns 2). */
@@ -526,10 +606,11 @@ static int expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_ph
 {
 	int saved = errno;
 	int rc = -1;
-	bool connecting, timed = false;
-	struct tb_log_note note;
+	bool connecting, protects;
+	struct tb_log_note own;
+	struct tb_log_note *note = &own;
+	struct noted *slot = NULL;
 	struct tb_prot_note prot = { .entry = NULL };
-	struct tb_log_timers timers;
 
 	take_busy(s);
 	if (own_fd ? !fd_is_ours(s, gen, fd) : (fd = find_fd(s, gen)) < 0) {
@@ -564,23 +645,36 @@ static int expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_ph
 	connecting = TB_ST(tb_sock_word(s)) == TB_ST_CONNECTING;
 	if (!claim_expiry(s, gen, phase))
 		goto out;
-	/* The line is taken now, into this thread's own note (rule 10): once shut down, the
-	 * waiter wakes and folds its wait into idle_ns, and once busy drops the program may
-	 * close the socket, and past tb_sock_await_log's wait (a preempted expirer) the entry
-	 * and its call's timers may already describe another connection. */
-	measure(s, side, phase, now, &note.elapsed, &note.limit);
-	note.dest = s->dest;
-	note.fd = fd;
-	note.tid = own_fd ? tb_tid() : atomic_load_explicit(&s->side[side].waiter_tid,
-								    memory_order_relaxed);
-	note.phase = phase;
-	note.by_request = phase == TB_PHASE_DEADLINE && tb_sock_request_tag(s, &note.req);
-	atomic_store_explicit(&s->log_pending, LOG_PENDING, memory_order_relaxed);
+	/* The line is taken now, into a note (rule 10): once shut down, the waiter wakes and
+	 * folds its wait into idle_ns, and once busy drops the program may close the socket,
+	 * and past tb_sock_await_log's wait (a preempted expirer) the entry and its call's
+	 * timers may already describe another connection. The watchdog's note goes to a slot,
+	 * for the woken thread to write if it comes first (not when the breaker has its say
+	 * after the line: that is the expirer's). */
+	protects = atomic_load_explicit(&s->set, memory_order_relaxed)->protects;
+	if (first && !protects && (slot = noted_slot()) != NULL)
+		note = &slot->note;
+	measure(s, side, phase, now, &note->elapsed, &note->limit);
+	note->dest = s->dest;
+	note->fd = fd;
+	note->tid = own_fd ? tb_tid() : atomic_load_explicit(&s->side[side].waiter_tid,
+								     memory_order_relaxed);
+	note->phase = phase;
+	note->by_request = phase == TB_PHASE_DEADLINE && tb_sock_request_tag(s, &note->req);
 	atomic_fetch_add_explicit(&tb_expiries[phase], 1, memory_order_relaxed);
-	timed = tb_stats_cut(s, phase, &timers);
+	note->timed = tb_stats_cut(s, phase, &note->timers);
+	if (slot != NULL) {
+		atomic_store_explicit(&slot->state, SLOT_NOTED, memory_order_relaxed);
+		/* Release: whoever takes the line (acquire) reads the note filled above. */
+		atomic_store_explicit(&s->log_pending,
+				      LOG_NOTED | (unsigned)(slot - noted) << LOG_SLOT_SHIFT,
+				      memory_order_release);
+	} else {
+		atomic_store_explicit(&s->log_pending, LOG_PENDING, memory_order_relaxed);
+	}
 	/* Before the cut wakes the waiter: its retry finds the breaker as this failure left
 	 * it (a storm's threads are cut together, and reconnect at once). */
-	if (__builtin_expect(atomic_load_explicit(&s->set, memory_order_relaxed)->protects, 0))
+	if (__builtin_expect(protects, 0))
 		tb_prot_cut(s, &prot);
 	rc = 1;
 	if (connecting)
@@ -591,18 +685,16 @@ static int expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_ph
 		cut(fd);
 out:
 	drop_busy(s);
-	if (rc >= 1) {
+	if (rc >= 1 && slot != NULL) {
+		unsigned v = LOG_NOTED | (unsigned)(slot - noted) << LOG_SLOT_SHIFT;
+
+		take_noted(s, &v); /* unless the woken thread took it first */
+	} else if (rc >= 1) {
 		/* After the cut and outside `busy`: a log sink that blocks (a full pipe, a stalled
 		 * syslog) must neither delay the cut nor hold up close() of this socket. The woken
 		 * thread waits a little for the line before it reports the error (it might exit on
 		 * it): tb_sock_await_log. */
-		if (note.by_request)
-			tb_log_timeout_budget(note.phase, &note.dest, note.fd, note.elapsed,
-					      note.limit, note.tid, timed ? &timers : NULL,
-					      &note.req);
-		else
-			tb_log_timeout_with(note.phase, &note.dest, note.fd, note.elapsed,
-					    note.limit, note.tid, timed ? &timers : NULL);
+		write_note(note);
 		log_written(s);
 		tb_prot_say(&prot); /* outside `busy`, as the line above */
 	} else if (rc == -2) {

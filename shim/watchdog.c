@@ -432,6 +432,7 @@ void tb_wd_fork_child(void)
 	atomic_store(&next_wake, TB_NEVER);
 	heap_len = 0;
 	owed_head = owed_len = 0; /* the parent's watchdog completes its own cuts */
+	tb_sock_noted_fork_child();
 	tb_sock_fork_child();
 	tb_sock_foreach(reset_sock);
 }
