@@ -105,8 +105,12 @@ struct tb_side_state {
  *     succeeded: it takes the line's fields into a note of its own (its stack: an expiry is
  *     rare, and the socket keeps nothing for it) under `busy`, sets log_pending, cuts, drops
  *     `busy`, writes the line and clears log_pending (release), waking any thread that
- *     marked it awaited and sleeps on it (tb_sock_await_log: the only other write, a CAS
- *     from pending to awaited).
+ *     marked it awaited and sleeps on it (tb_sock_await_log: a CAS from pending to
+ *     awaited). The watchdog's note may instead go to a slot of sock_expire.c's table, and
+ *     log_pending then names the slot (release, before the cut): whichever thread first
+ *     moves it from noted to pending (acquire) - the watchdog after its cut, the woken
+ *     thread or the last close in tb_sock_await_log - copies the note, frees the slot,
+ *     writes the line and clears log_pending as above.
  */
 /* frame_state, the framing as the runtime reads it: enum tb_frame_state in the low bits, and
  * two answers of the framing taken at the last feed (frame.h). */
