@@ -2,13 +2,16 @@
  * precision.c - how late does a 300 ms limit fire? T threads each wait on a connection to a
  * peer that never answers, all starting together, and measure (return time - limit).
  *
- * usage: precision --threads T --mode timebox|first_byte|poll|rcvtimeo [--ms L]
+ * usage: precision --threads T --mode timebox|first_byte|poll|poll_deadline|rcvtimeo [--ms L]
  *
  *   timebox    a blocking recv, cut by the preloaded library's deadline (TIMEBOX_DEADLINE
  *              must be L ms); the clock starts before connect, where the deadline opens
  *   first_byte the same cut by TIMEBOX_FIRST_BYTE_TIMEOUT (L ms), which starts in recv;
  *              the clock starts after connect, as for the native modes
  *   poll       poll(fd, POLLIN, L) natively: the kernel's hrtimer, the floor
+ *   poll_deadline  ppoll natively until L after a clock started before connect, as for
+ *              timebox: every thread's limit falls in the same instant (the start line)
+ *              instead of spread over the connects, the floor for timebox's deadline
  *   rcvtimeo   a blocking recv with SO_RCVTIMEO = L ms natively: the kernel's timer wheel
  *
  * The silent peer is a listener in this process whose accepted connections are held open
@@ -30,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum mode { M_TIMEBOX, M_FIRST_BYTE, M_POLL, M_RCVTIMEO };
+enum mode { M_TIMEBOX, M_FIRST_BYTE, M_POLL, M_POLL_DEADLINE, M_RCVTIMEO };
 
 struct waiter {
     pthread_t tid;
@@ -80,7 +83,7 @@ static void *wait_one(void *arg)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     }
     pthread_barrier_wait(&start_line);
-    if (mode == M_TIMEBOX)
+    if (mode == M_TIMEBOX || mode == M_POLL_DEADLINE)
         t0 = now_ns();
     if (connect(fd, (struct sockaddr *)&peer, sizeof(peer)) < 0) {
         w->bad = 1;
@@ -99,6 +102,15 @@ static void *wait_one(void *arg)
 
         t0 = now_ns();
         w->bad = poll(&p, 1, (int)(limit_ns / 1000000)) != 0;
+        break;
+    }
+    case M_POLL_DEADLINE: {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        int64_t left = t0 + limit_ns - now_ns();
+        struct timespec ts = { .tv_sec = left > 0 ? left / 1000000000 : 0,
+                               .tv_nsec = left > 0 ? left % 1000000000 : 0 };
+
+        w->bad = ppoll(&p, 1, &ts, NULL) != 0;
         break;
     }
     case M_RCVTIMEO:
@@ -145,13 +157,15 @@ int main(int argc, char **argv)
         mode = M_FIRST_BYTE;
     else if (mname != NULL && strcmp(mname, "poll") == 0)
         mode = M_POLL;
+    else if (mname != NULL && strcmp(mname, "poll_deadline") == 0)
+        mode = M_POLL_DEADLINE;
     else if (mname != NULL && strcmp(mname, "rcvtimeo") == 0)
         mode = M_RCVTIMEO;
     else
         mname = NULL;
     if (mname == NULL || threads < 1 || limit_ns <= 0 || argc % 2 == 0) {
-        fprintf(stderr, "usage: precision --threads T --mode timebox|first_byte|poll|rcvtimeo "
-                        "[--ms L]\n");
+        fprintf(stderr, "usage: precision --threads T --mode "
+                        "timebox|first_byte|poll|poll_deadline|rcvtimeo [--ms L]\n");
         return 2;
     }
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
