@@ -51,6 +51,10 @@ struct tb_epset {
 	atomic_flag lock;
 	atomic_uint refs;
 	_Atomic uint32_t live;          /* entries in use: 0 lets a waiter skip the scan */
+	_Atomic uint32_t oneshots;      /* entries whose events hold EPOLLONESHOT (writers) */
+	/* Until then, every registration was settled by a wait that marked them: a wait that
+	 * finds events ready need not mark again (hooks_epoll.c). Waiters only, relaxed. */
+	_Atomic int64_t settled_until;
 	uint32_t used;                  /* live + tombstones (writers only) */
 	_Atomic(struct tb_epset_arr *) arr;
 	struct tb_epset_arr *retired;
