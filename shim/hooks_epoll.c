@@ -349,11 +349,11 @@ static TB_SLOW void ctl_governed(int epfd, int op, int fd, const struct epoll_ev
 	int saved = errno;
 	uint64_t tag;
 
-	/* A vfork child changes none of the parent's bookkeeping - but MOD is skipped from the
-	 * check, which costs a getpid system call: event loops modify on every read/write
-	 * switch (libuv), and a MOD of a known registration only rewrites an entry that the
-	 * inherited epoll instance - the parent's own - now matches. */
-	if (op != EPOLL_CTL_MOD && tb_foreign_process())
+	/* A vfork child changes none of the parent's bookkeeping. The check costs a getpid
+	 * system call, so a MOD of a known registration never comes here (epoll_ctl): event
+	 * loops modify on every read/write switch (libuv), and such a MOD only rewrites an
+	 * entry that the inherited epoll instance - the parent's own - now matches. */
+	if (tb_foreign_process())
 		return;
 	if (tb_epset_init(atomic_load(&tb_fd_cap)) != 0)
 		goto out;
@@ -368,8 +368,6 @@ static TB_SLOW void ctl_governed(int epfd, int op, int fd, const struct epoll_ev
 		goto out;
 	tb_thread_mark_multiplexed(); /* an event loop: its sockets carry their own calls */
 	tag = sock_tag(s, tb_sock_word(s));
-	if (op == EPOLL_CTL_MOD && tb_epset_modify(epfd, fd, ev->events, tag, ev->data.u64))
-		goto out;
 	if ((set = tb_epset_get_or_make(epfd)) == NULL)
 		goto out;
 	tb_epset_put(set, fd, ev->events, tag, ev->data.u64);
@@ -385,6 +383,14 @@ TB_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 
 	if (r != 0 || TB_LIKELY((s = tb_fd_sock(fd)) == NULL))
 		return r;
+	/* A MOD of a registration the instance holds, as event loops make twice per exchange,
+	 * rewrites it here: nothing on this path can change errno, nor needs the table made. */
+	if (op == EPOLL_CTL_MOD && ev != NULL) {
+		tb_thread_mark_multiplexed();
+		if (tb_epset_modify(epfd, fd, ev->events, sock_tag(s, tb_sock_word(s)),
+				    ev->data.u64))
+			return 0;
+	}
 	ctl_governed(epfd, op, fd, ev, s);
 	return 0;
 }
