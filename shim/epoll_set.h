@@ -33,6 +33,9 @@
  *     a stale pointer can still test it safely (type-stable memory). The release frees the
  *     arrays under the instance's lock, so a writer holding that lock and seeing the table
  *     still name the instance may use its arrays without a reference (tb_epset_modify).
+ * (4) `oneshots` is changed by the writers alone, under the lock, as they change an entry's
+ *     events; `settled_until` by the waiters alone (relaxed: two waiters racing leave one
+ *     of their two settlements, each of which was true when it was made).
  */
 struct tb_epset_ent {
 	_Atomic int32_t fd;      /* EMPTY, TOMB, or the fd */
