@@ -94,6 +94,7 @@ static struct tb_epset *set_new(unsigned refs)
 	atomic_store(&s->live, 0);
 	atomic_store(&s->oneshots, 0);
 	atomic_store(&s->settled_until, 0);
+	atomic_store(&s->busy, false);
 	atomic_store(&s->arr, NULL);
 	atomic_store(&s->refs, refs);
 	return s;

@@ -229,8 +229,20 @@ static bool may_ask_first(const struct tb_epset *set, enum wait_kind kind,
 	if (ss != NULL || (kind == W_PWAIT2 && ts != NULL &&
 			   (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)))
 		return false;
-	return now < atomic_load_explicit(&set->settled_until, memory_order_relaxed) &&
+	return atomic_load_explicit(&set->busy, memory_order_relaxed) &&
+	       now < atomic_load_explicit(&set->settled_until, memory_order_relaxed) &&
 	       atomic_load_explicit(&set->oneshots, memory_order_relaxed) == 0;
+}
+
+/* Whether the loop is under load, from what its wait returned: a loop that gets one event
+ * per wait mostly blocks, and asking the kernel first would only cost it one more system
+ * call per wait. Stored only when it changes (the instance is shared by its waiters). */
+static void note_load(struct tb_epset *set, int r)
+{
+	bool busy = r > 1;
+
+	if (atomic_load_explicit(&set->busy, memory_order_relaxed) != busy)
+		atomic_store_explicit(&set->busy, busy, memory_order_relaxed);
 }
 
 /*
@@ -241,7 +253,8 @@ static bool may_ask_first(const struct tb_epset *set, enum wait_kind kind,
  * zero timeout, which returns what the call itself would have returned at once (events
  * ready are handed back before the kernel looks at signals or the timeout), and only when
  * nothing is ready are the registrations marked and the call made as asked. One more
- * epoll_wait when the loop does block.
+ * epoll_wait when the loop does block: so only in a loop whose last wait returned more
+ * than one event (note_load).
  */
 static TB_SLOW int wait_governed(struct tb_epset *set, enum wait_kind kind, int epfd,
 				 struct epoll_event *ev, int maxev, int ms,
@@ -257,6 +270,7 @@ static TB_SLOW int wait_governed(struct tb_epset *set, enum wait_kind kind, int 
 	ws.now = tb_now();
 	if (ws.waits && may_ask_first(set, kind, ts, ss, ws.now)) {
 		r = tb_real.epoll_wait(epfd, ev, maxev, 0);
+		note_load(set, r);
 		if (r != 0) {
 			/* Events, or the error the call itself would have failed with. */
 			err = r < 0 ? errno : saved;
@@ -279,6 +293,7 @@ static TB_SLOW int wait_governed(struct tb_epset *set, enum wait_kind kind, int 
 	errno = saved;
 	r = call_real(kind, epfd, ev, maxev, ms, ts, ss);
 	err = r < 0 ? errno : saved;
+	note_load(set, r);
 	finish(&ws, set, ev, r);
 	tb_epset_put_ref(set);
 	errno = err;
