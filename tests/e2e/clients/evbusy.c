@@ -1,9 +1,9 @@
 /*
- * evbusy.c - an event loop that never blocks, with a stalled connection in it: two
+ * evbusy.c - an event loop that never blocks, with a stalled connection in it: four
  * connections to a listener of its own that never answers, one (A) with a request sent and
- * registered for EPOLLIN, the other (B) registered for EPOLLOUT, level-triggered, which is
- * always ready - so every epoll_wait(-1) returns at once, as in a loop kept busy by its
- * other sockets. The loop goes on until A reports something, or until LIMIT_MS.
+ * registered for EPOLLIN, the others (B) registered for EPOLLOUT, level-triggered, which
+ * are always ready - so every epoll_wait(-1) returns at once with several events, as in a
+ * loop kept busy by its other sockets. The loop goes on until A reports something, or until LIMIT_MS.
  *
  * usage: evbusy [LIMIT_MS]   (default 3000)
  *
@@ -20,6 +20,8 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#define READY 3 /* the B connections */
 
 static void die(const char *step)
 {
@@ -49,10 +51,10 @@ int main(int argc, char **argv)
 	double limit = argc > 1 ? atof(argv[1]) : 3000, t0;
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	socklen_t len = sizeof(a);
-	struct epoll_event ev, out[2];
+	struct epoll_event ev, out[READY + 1];
 	long waits = 0;
 	char buf[64];
-	int lfd, fa, fb, ep;
+	int lfd, fa, ep;
 
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	lfd = socket(AF_INET, SOCK_STREAM, 0);
@@ -60,7 +62,6 @@ int main(int argc, char **argv)
 	    getsockname(lfd, (struct sockaddr *)&a, &len) != 0)
 		die("listen");
 	fa = connect_to(&a);
-	fb = connect_to(&a);
 	if (send(fa, "ping", 4, 0) != 4)
 		die("send");
 	ep = epoll_create1(0);
@@ -70,13 +71,17 @@ int main(int argc, char **argv)
 	ev.data.fd = fa;
 	if (epoll_ctl(ep, EPOLL_CTL_ADD, fa, &ev) != 0)
 		die("epoll");
-	ev.events = EPOLLOUT;
-	ev.data.fd = fb;
-	if (epoll_ctl(ep, EPOLL_CTL_ADD, fb, &ev) != 0)
-		die("epoll");
+	for (int i = 0; i < READY; i++) {
+		int fb = connect_to(&a);
+
+		ev.events = EPOLLOUT;
+		ev.data.fd = fb;
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, fb, &ev) != 0)
+			die("epoll");
+	}
 	t0 = now_ms();
 	while (now_ms() - t0 < limit) {
-		int n = epoll_wait(ep, out, 2, -1);
+		int n = epoll_wait(ep, out, READY + 1, -1);
 
 		if (n < 0 && errno == EINTR)
 			continue;
