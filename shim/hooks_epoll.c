@@ -215,7 +215,7 @@ static int call_real(enum wait_kind kind, int epfd, struct epoll_event *ev, int 
 }
 
 /*
- * Whether a call that may block can first ask the kernel without blocking (ready_now).
+ * Whether a call that may block can first ask the kernel without blocking (wait_governed).
  * Only where the two calls cannot differ but in time: no signal mask (an unreadable one
  * fails natively with EFAULT before anything is looked at) and a valid timeout (an invalid
  * one fails with EINVAL), and no one-shot registration (whose firing must be matched to
@@ -248,9 +248,9 @@ static void note_load(struct tb_epset *set, int r)
 /*
  * An event loop under load finds events ready nearly every time it waits (64 connections,
  * 30 exchanges per epoll_wait in make bench), and marking each registration - its wait
- * begun, recorded, ended - cost more than the exchanges themselves. A call that does not
- * block waits on nothing, as a zero timeout does not: so the kernel is asked first with a
- * zero timeout, which returns what the call itself would have returned at once (events
+ * begun, recorded, ended - cost more than the exchanges themselves. A call that returns
+ * without blocking was no wait, just as a zero-timeout call is none: so the kernel is asked
+ * first with a zero timeout, which returns what the call itself would have returned at once (events
  * ready are handed back before the kernel looks at signals or the timeout), and only when
  * nothing is ready are the registrations marked and the call made as asked. One more
  * epoll_wait when the loop does block: so only in a loop whose last wait returned more
