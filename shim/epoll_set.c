@@ -4,6 +4,7 @@
 
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
 
 #define EMPTY (-1)
 #define TOMB (-2)
@@ -91,6 +92,9 @@ static struct tb_epset *set_new(unsigned refs)
 	s->retired = NULL;
 	s->free_next = NULL;
 	atomic_store(&s->live, 0);
+	atomic_store(&s->oneshots, 0);
+	atomic_store(&s->settled_until, 0);
+	atomic_store(&s->busy, false);
 	atomic_store(&s->arr, NULL);
 	atomic_store(&s->refs, refs);
 	return s;
@@ -111,6 +115,7 @@ static void set_release(struct tb_epset *s)
 	}
 	s->retired = NULL;
 	atomic_store(&s->live, 0);
+	atomic_store(&s->oneshots, 0);
 	spin_unlock(&s->lock);
 	spin_lock(&free_lock);
 	s->free_next = free_list;
@@ -203,6 +208,15 @@ static struct tb_epset_ent *find(struct tb_epset_arr *a, int fd)
 	return NULL;
 }
 
+/* The instance's count of one-shot entries, as an entry's events go from `was` to `now`
+ * (0: none). Writers only. */
+static void count_oneshot(struct tb_epset *s, uint32_t was, uint32_t now)
+{
+	if ((was ^ now) & EPOLLONESHOT)
+		atomic_fetch_add_explicit(&s->oneshots, (now & EPOLLONESHOT) ? 1u : (uint32_t)-1,
+					  memory_order_relaxed);
+}
+
 static void fill(struct tb_epset_ent *e, int fd, uint32_t events, uint64_t tag, uint64_t data)
 {
 	atomic_store_explicit(&e->events, events, memory_order_relaxed);
@@ -257,6 +271,7 @@ bool tb_epset_modify(int epfd, int fd, uint32_t events, uint64_t tag, uint64_t d
 		spin_unlock(&s->lock);
 		return false;
 	}
+	count_oneshot(s, atomic_load_explicit(&e->events, memory_order_relaxed), events);
 	fill(e, fd, events, tag, data);
 	spin_unlock(&s->lock);
 	return true;
@@ -275,6 +290,8 @@ int tb_epset_put(struct tb_epset *s, int fd, uint32_t events, uint64_t tag, uint
 		a = atomic_load(&s->arr);
 		e = find(a, fd);
 		if (e != NULL) {
+			count_oneshot(s, atomic_load_explicit(&e->events, memory_order_relaxed),
+				      events);
 			fill(e, fd, events, tag, data);
 			spin_unlock(&s->lock);
 			if (fresh != NULL)
@@ -309,6 +326,7 @@ int tb_epset_put(struct tb_epset *s, int fd, uint32_t events, uint64_t tag, uint
 		fresh = NULL;
 	}
 	insert(a, fd, events, tag, data);
+	count_oneshot(s, 0, events);
 	s->used++;
 	atomic_fetch_add(&s->live, 1);
 	spin_unlock(&s->lock);
@@ -322,6 +340,7 @@ static void del_locked(struct tb_epset *s, int fd)
 
 	if (e == NULL)
 		return;
+	count_oneshot(s, atomic_load_explicit(&e->events, memory_order_relaxed), 0);
 	atomic_store_explicit(&e->fd, TOMB, memory_order_release);
 	atomic_fetch_sub(&s->live, 1);
 }
@@ -339,8 +358,10 @@ void tb_epset_disarm(struct tb_epset *s, int fd, uint64_t tag)
 
 	spin_lock(&s->lock);
 	e = find(atomic_load(&s->arr), fd);
-	if (e != NULL && atomic_load_explicit(&e->tag, memory_order_relaxed) == tag)
+	if (e != NULL && atomic_load_explicit(&e->tag, memory_order_relaxed) == tag) {
+		count_oneshot(s, atomic_load_explicit(&e->events, memory_order_relaxed), 0);
 		atomic_store_explicit(&e->events, 0, memory_order_relaxed);
+	}
 	spin_unlock(&s->lock);
 }
 

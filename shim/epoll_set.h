@@ -33,6 +33,9 @@
  *     a stale pointer can still test it safely (type-stable memory). The release frees the
  *     arrays under the instance's lock, so a writer holding that lock and seeing the table
  *     still name the instance may use its arrays without a reference (tb_epset_modify).
+ * (4) `oneshots` is changed by the writers alone, under the lock, as they change an entry's
+ *     events; `settled_until` and `busy` by the waiters alone (relaxed: two waiters racing
+ *     leave one of their two answers, each of which was true when it was made).
  */
 struct tb_epset_ent {
 	_Atomic int32_t fd;      /* EMPTY, TOMB, or the fd */
@@ -51,6 +54,13 @@ struct tb_epset {
 	atomic_flag lock;
 	atomic_uint refs;
 	_Atomic uint32_t live;          /* entries in use: 0 lets a waiter skip the scan */
+	_Atomic uint32_t oneshots;      /* entries whose events hold EPOLLONESHOT (writers) */
+	/* Until then, every registration was settled by a wait that marked them: a wait that
+	 * finds events ready need not mark again (hooks_epoll.c). Waiters only, relaxed. */
+	_Atomic int64_t settled_until;
+	/* The last wait returned more than one event: a loop under load (hooks_epoll.c).
+	 * Waiters only, relaxed. */
+	atomic_bool busy;
 	uint32_t used;                  /* live + tombstones (writers only) */
 	_Atomic(struct tb_epset_arr *) arr;
 	struct tb_epset_arr *retired;

@@ -169,6 +169,26 @@ def test_evcli_busy_loop_not_charged():
         assert not lib.tb_records(res.stderr, event="timeout"), res
 
 
+@lib.timeout(30)
+def test_busy_loop_still_cuts_a_stalled_socket_at_its_deadline():
+    # A loop whose epoll_wait(-1) always finds another socket ready never blocks, and
+    # timebox then marks nothing (the kernel is asked first without blocking); the
+    # registrations are still settled every few ms, so the stalled one is cut at its
+    # deadline all the same. Natively the loop spins to its own limit.
+    cmd = [lib.client("evbusy"), "3000"]
+    res = lib.run(cmd, env=lib.native_env(clean=True), timeout=10)
+    assert res.returncode == 1 and "a_after_ms=never" in res.stdout, res
+    res = lib.run(cmd, env=lib.preload_env({"TIMEBOX_DEADLINE": "300ms"}), timeout=10)
+    assert res.returncode == 0, res
+    assert "recv=-1 errno=ETIMEDOUT" in res.stdout, res
+    after_ms = float(res.stdout.split("a_after_ms=")[1].split()[0])
+    assert after_ms < 300 + SLACK_MS + STARTUP_MS, res
+    a_fd = res.stdout.split("a_fd=")[1].split()[0]
+    cut = [r for r in lib.tb_records(res.stderr, event="timeout") if r["fd"] == a_fd]
+    assert len(cut) == 1 and cut[0]["phase"] == "deadline", res
+    assert int(cut[0]["elapsed_ms"]) >= 300, res
+
+
 @lib.timeout(60)
 def test_evcli_blackhole_cut_at_connect():
     with FaultServer() as srv:

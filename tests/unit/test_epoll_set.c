@@ -191,6 +191,46 @@ static void test_oneshot_disarm_needs_the_same_tag(void **state)
 	tb_epset_drop(16);
 }
 
+/* The count of one-shot entries follows every writer: a waiter asks the kernel first only
+ * while it is 0 (a fired one-shot must be matched to be disarmed). It survives growth,
+ * and a recycled instance starts from 0. */
+static void test_oneshot_count_follows_every_writer(void **state)
+{
+	struct tb_epset *set = tb_epset_get_or_make(17);
+
+	(void)state;
+	assert_int_equal(atomic_load(&set->oneshots), 0);
+	tb_epset_put(set, 5, EPOLLIN | EPOLLONESHOT, 0x10, 5);   /* ADD */
+	tb_epset_put(set, 6, EPOLLIN, 0x20, 6);
+	assert_int_equal(atomic_load(&set->oneshots), 1);
+	assert_true(tb_epset_modify(17, 6, EPOLLOUT | EPOLLONESHOT, 0x20, 6)); /* MOD to */
+	assert_int_equal(atomic_load(&set->oneshots), 2);
+	assert_true(tb_epset_modify(17, 6, EPOLLIN | EPOLLONESHOT, 0x20, 6));  /* within */
+	assert_int_equal(atomic_load(&set->oneshots), 2);
+	tb_epset_put(set, 6, EPOLLIN, 0x20, 6);                 /* MOD away, general path */
+	assert_int_equal(atomic_load(&set->oneshots), 1);
+	tb_epset_disarm(set, 5, 0x11);                          /* another socket: kept */
+	assert_int_equal(atomic_load(&set->oneshots), 1);
+	tb_epset_disarm(set, 5, 0x10);                          /* fired: watches nothing */
+	assert_int_equal(atomic_load(&set->oneshots), 0);
+	tb_epset_put(set, 5, EPOLLIN | EPOLLONESHOT, 0x10, 5);  /* re-armed */
+	assert_int_equal(atomic_load(&set->oneshots), 1);
+	for (int fd = 100; fd < 200; fd++)                      /* growth rehashes */
+		tb_epset_put(set, fd, (fd & 1) ? EPOLLIN | EPOLLONESHOT : EPOLLIN, 1, 0);
+	assert_int_equal(atomic_load(&set->oneshots), 51);
+	for (int fd = 100; fd < 200; fd++)
+		tb_epset_del(set, fd);
+	tb_epset_forget_fd(5);                                  /* closed while registered */
+	assert_int_equal(atomic_load(&set->oneshots), 0);
+	tb_epset_put(set, 7, EPOLLIN | EPOLLONESHOT, 0x30, 7);
+	tb_epset_put_ref(set);
+	tb_epset_drop(17);
+	set = tb_epset_get_or_make(17);                         /* recycled */
+	assert_int_equal(atomic_load(&set->oneshots), 0);
+	tb_epset_put_ref(set);
+	tb_epset_drop(17);
+}
+
 static void test_growth_keeps_every_entry_and_drops_tombstones(void **state)
 {
 	struct tb_epset *set = tb_epset_get_or_make(17);
@@ -439,6 +479,7 @@ int main(void)
 		cmocka_unit_test(test_close_while_registered_forgets_in_every_instance),
 		cmocka_unit_test(test_dup_numbers_are_separate_entries),
 		cmocka_unit_test(test_oneshot_disarm_needs_the_same_tag),
+		cmocka_unit_test(test_oneshot_count_follows_every_writer),
 		cmocka_unit_test(test_growth_keeps_every_entry_and_drops_tombstones),
 		cmocka_unit_test(test_scan_stops_when_asked),
 		cmocka_unit_test(test_drop_while_referenced_then_reuse),
