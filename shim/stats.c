@@ -37,22 +37,25 @@
 
 /* The timers of the call under way on one socket (indexed by the socket's pool index).
  * Written by the threads that use the socket (the last writer wins, like the socket's own
- * call times, sock.h rule 9), read by the watchdog at a cut: relaxed atomics. 0: not yet. */
+ * call times, sock.h rule 9), read by the watchdog at a cut: relaxed atomics. 0: not yet.
+ * Every governed socket touches its entry, so it is kept to 40 bytes: the handshake starts
+ * at the socket's own connect_start (no copy here), and the two instants only the cut's
+ * line reads back (in ms) are kept in ms; their histograms take the ns at the moment. */
 struct call {
-	_Atomic(struct tb_stats_dest *) row; /* its destination's row; NULL: none */
-	/* Call start to handshake start, with a gate; else -1. In ms, as the cut's line shows
-	 * it (its only reader): half a word, beside `done`, instead of a word of its own. */
-	_Atomic int32_t gate_ms;
+	_Atomic int16_t row;         /* its destination's row in seg->d; -1: none */
 	atomic_bool done;            /* the call's completion was counted */
+	/* Call start to handshake start, with a gate; else -1. In ms, as the cut's line shows
+	 * it (its only reader). */
+	_Atomic int32_t gate_ms;
+	_Atomic int32_t connected_ms;  /* handshake end, ms after connect_start, + 1 */
+	_Atomic int32_t first_byte_ms; /* first response byte, ms after req_at, + 1 */
 	_Atomic int64_t begin;       /* the call's start (gate wait included) */
-	_Atomic int64_t connect_at;  /* the handshake's start */
-	_Atomic int64_t connected;   /* the handshake's end */
 	_Atomic int64_t req_at;      /* the first byte of the current request */
-	_Atomic int64_t first_byte;  /* the first byte of its response */
 	_Atomic int64_t last_rx;     /* the last response byte so far */
 };
 
-_Static_assert(sizeof(struct call) == 64, "struct call is 64 bytes for every socket");
+_Static_assert(sizeof(struct call) == 40, "struct call is 40 bytes for every socket");
+_Static_assert(TB_STATS_DESTS <= INT16_MAX, "a row index fits struct call's row");
 
 enum { SEG_NONE, SEG_OPENING, SEG_READY, SEG_FAILED };
 
@@ -436,7 +439,9 @@ static struct call *call_of(struct tb_sock *s)
 
 static struct tb_stats_dest *row_at(struct call *c)
 {
-	return atomic_load_explicit(&c->row, memory_order_relaxed);
+	int i = atomic_load_explicit(&c->row, memory_order_relaxed);
+
+	return i >= 0 ? &seg->d[i] : NULL;
 }
 
 #define ADD(field) atomic_fetch_add_explicit(&(field), 1, memory_order_relaxed)
@@ -450,6 +455,14 @@ static int32_t ms_clamped(int64_t ns)
 	return ms > INT32_MAX ? INT32_MAX : (int32_t)ms;
 }
 
+/* An instant `to` kept as struct call's ms after `from`, plus one (0 stays "not yet"). */
+static int32_t ms_mark(int64_t from, int64_t to)
+{
+	int32_t ms = to > from ? ms_clamped(to - from) : 0;
+
+	return ms < INT32_MAX ? ms + 1 : INT32_MAX;
+}
+
 void tb_stats_call_begin(struct tb_sock *s, int64_t start)
 {
 	struct call *c;
@@ -460,13 +473,12 @@ void tb_stats_call_begin(struct tb_sock *s, int64_t start)
 		return;
 	i = row_of(&s->dest);
 	at = LOAD(s->connect_start);
-	STORE(c->row, i >= 0 ? &seg->d[i] : NULL);
+	STORE(c->row, (int16_t)i);
 	STORE(c->done, false);
 	STORE(c->begin, start < at ? start : at);
-	STORE(c->connect_at, at);
-	STORE(c->connected, 0);
+	STORE(c->connected_ms, 0);
 	STORE(c->req_at, 0);
-	STORE(c->first_byte, 0);
+	STORE(c->first_byte_ms, 0);
 	STORE(c->last_rx, 0);
 	STORE(c->gate_ms, LOAD(s->has_slot) ? ms_clamped(at - LOAD(c->begin)) : -1);
 	if (i >= 0)
@@ -475,21 +487,24 @@ void tb_stats_call_begin(struct tb_sock *s, int64_t start)
 		ADD(seg->other_calls);
 }
 
-static void connected_at(struct call *c, int64_t now)
+/* The handshake counts from connect_start as the connect phase does: after timebox's own
+ * start-up inside a process's first connect (tb_sock_connect_begins). */
+static void connected_at(struct tb_sock *s, struct call *c, int64_t now)
 {
 	struct tb_stats_dest *r = row_at(c);
+	int64_t at = LOAD(s->connect_start);
 
-	STORE(c->connected, now);
+	STORE(c->connected_ms, ms_mark(at, now));
 	if (r != NULL)
-		tb_hist_record(&r->hist[TB_HIST_CONNECT], now - LOAD(c->connect_at));
+		tb_hist_record(&r->hist[TB_HIST_CONNECT], now - at);
 }
 
 void tb_stats_connected(struct tb_sock *s)
 {
 	struct call *c = call_of(s);
 
-	if (c != NULL && LOAD(c->connected) == 0)
-		connected_at(c, tb_now());
+	if (c != NULL && LOAD(c->connected_ms) == 0)
+		connected_at(s, c, tb_now());
 }
 
 /* A call ends: with EOF, or when a new request follows its response on the socket. */
@@ -512,8 +527,8 @@ void tb_stats_sent(struct tb_sock *s, int64_t now)
 
 	if (c == NULL || (LOAD(c->req_at) != 0 && !response))
 		return; /* more of the same request: nothing to time */
-	if (LOAD(c->connected) == 0)
-		connected_at(c, now); /* a non-blocking connect: it completed by now */
+	if (LOAD(c->connected_ms) == 0)
+		connected_at(s, c, now); /* a non-blocking connect: it completed by now */
 	if (response) { /* a new request on the same connection: a new call */
 		struct tb_stats_dest *row = row_at(c);
 
@@ -522,7 +537,7 @@ void tb_stats_sent(struct tb_sock *s, int64_t now)
 			ADD(row->calls);
 		STORE(c->done, false);
 		STORE(c->begin, now);
-		STORE(c->first_byte, 0);
+		STORE(c->first_byte_ms, 0);
 		STORE(c->last_rx, 0);
 	}
 	STORE(c->req_at, now);
@@ -541,13 +556,14 @@ int64_t tb_stats_received(struct tb_sock *s, ssize_t r)
 	}
 	now = tb_now();
 	STORE(c->last_rx, now);
-	if (LOAD(c->first_byte) == 0 && LOAD(c->req_at) != 0 &&
+	if (LOAD(c->first_byte_ms) == 0 && LOAD(c->req_at) != 0 &&
 	    !atomic_load_explicit(&s->got_bytes, memory_order_relaxed)) {
 		struct tb_stats_dest *row = row_at(c);
+		int64_t req_at = LOAD(c->req_at);
 
-		STORE(c->first_byte, now);
+		STORE(c->first_byte_ms, ms_mark(req_at, now));
 		if (row != NULL)
-			tb_hist_record(&row->hist[TB_HIST_FIRST_BYTE], now - LOAD(c->req_at));
+			tb_hist_record(&row->hist[TB_HIST_FIRST_BYTE], now - req_at);
 	}
 	return now;
 }
@@ -622,8 +638,8 @@ bool tb_stats_cut(struct tb_sock *s, enum tb_phase phase, struct tb_log_timers *
 	now = tb_now();
 	deadline = LOAD(s->call_deadline);
 	t->gate_ms = LOAD(c->gate_ms);
-	t->connect_ms = ms_or_none(LOAD(c->connect_at), LOAD(c->connected));
-	t->first_byte_ms = ms_or_none(LOAD(c->req_at), LOAD(c->first_byte));
+	t->connect_ms = LOAD(c->connected_ms) - 1;
+	t->first_byte_ms = LOAD(c->first_byte_ms) - 1;
 	t->total_ms = ms_or_none(LOAD(c->begin), now);
 	t->budget_ms = deadline > 0 && deadline < TB_NEVER
 			       ? (deadline > now ? (deadline - now) / TB_NS_PER_MS : 0)
