@@ -23,6 +23,7 @@ atomic_ulong tb_expiries[TB_PHASE_COUNT];
 atomic_ulong tb_sock_retired;
 
 static struct tb_sock *chunks[MAX_CHUNKS];
+static struct tb_sock_rare *rare_chunks[MAX_CHUNKS]; /* chunk n's rare records */
 static atomic_uint nchunks;
 static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Free list: a Treiber stack of (index + 1) in the low half, an ABA tag in the high half. */
@@ -31,6 +32,13 @@ static _Atomic uint64_t free_head;
 static struct tb_sock *at_index(uint32_t i)
 {
 	return &chunks[i / CHUNK][i % CHUNK];
+}
+
+/* A published chunk's rare records are stored before nchunks (release in grow), and an
+ * entry is only reached through its chunk: plain reads suffice. */
+struct tb_sock_rare *tb_sock_rare(const struct tb_sock *s)
+{
+	return &rare_chunks[s->index / CHUNK][s->index % CHUNK];
 }
 
 static void push_free(struct tb_sock *s)
@@ -62,6 +70,7 @@ static int grow(void)
 {
 	unsigned n;
 	struct tb_sock *c;
+	struct tb_sock_rare *r;
 	int rc = -1;
 
 	pthread_mutex_lock(&grow_lock);
@@ -76,7 +85,15 @@ static int grow(void)
 		 -1, 0);
 	if (c == MAP_FAILED)
 		goto out;
+	/* MAP_NORESERVE: the rare records' pages are backed only for the sockets that use them. */
+	r = mmap(NULL, CHUNK * sizeof(*r), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (r == MAP_FAILED) {
+		munmap(c, CHUNK * sizeof(*c));
+		goto out;
+	}
 	chunks[n] = c;
+	rare_chunks[n] = r;
 	atomic_store(&nchunks, n + 1);
 	for (int i = CHUNK - 1; i >= 0; i--) {
 		c[i].index = n * CHUNK + (uint32_t)i;
@@ -200,6 +217,27 @@ static void side_reset(struct tb_side_state *sd)
 	atomic_store_explicit(&sd->expiry, TB_NEVER, memory_order_relaxed);
 }
 
+static void clear_if_set(_Atomic int64_t *v)
+{
+	if (atomic_load_explicit(v, memory_order_relaxed) != 0)
+		atomic_store_explicit(v, 0, memory_order_relaxed);
+}
+
+/*
+ * What a new socket must not inherit from the entry's earlier one (rule 13): a request
+ * deadline that a call deadline of its own could match, the watchdog's last looks. Reading
+ * a page never written maps the zero page and backs nothing; only a record that was used
+ * is written. The gate needs nothing: it is read only while has_slot.
+ */
+static void rare_reset(struct tb_sock_rare *r)
+{
+	clear_if_set(&r->req_deadline);
+	clear_if_set(&r->wr_seen_at);
+	clear_if_set(&r->rd_acked_at);
+	if (atomic_load_explicit(&r->wr_seen, memory_order_relaxed) != 0)
+		atomic_store_explicit(&r->wr_seen, 0, memory_order_relaxed);
+}
+
 struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct tb_dest *d,
 			    uint64_t ino, bool nonblock, int64_t now)
 {
@@ -222,13 +260,9 @@ struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct 
 	atomic_store_explicit(&s->connect_start, now, memory_order_relaxed);
 	atomic_store_explicit(&s->call_start, now, memory_order_relaxed);
 	atomic_store_explicit(&s->call_deadline, TB_NEVER, memory_order_relaxed);
-	atomic_store_explicit(&s->req_deadline, TB_NEVER, memory_order_relaxed);
+	rare_reset(tb_sock_rare(s));
 	side_reset(&s->side[TB_RD]);
 	side_reset(&s->side[TB_WR]);
-	atomic_store_explicit(&s->wr_seen, 0, memory_order_relaxed);
-	atomic_store_explicit(&s->wr_seen_at, 0, memory_order_relaxed);
-	atomic_store_explicit(&s->rd_acked_at, 0, memory_order_relaxed);
-	atomic_store_explicit(&s->gate, NULL, memory_order_relaxed);
 	s->slot_fd = -1;
 	atomic_store_explicit(&s->has_slot, false, memory_order_relaxed);
 	s->frame = set->protocol == TB_PROTO_RAW ? NULL
@@ -249,7 +283,7 @@ void tb_sock_ref(struct tb_sock *s)
 
 void tb_sock_hold_slot(struct tb_sock *s, struct tb_gate *g, int slot_fd)
 {
-	atomic_store_explicit(&s->gate, g, memory_order_relaxed);
+	atomic_store_explicit(&tb_sock_rare(s)->gate, g, memory_order_relaxed);
 	s->slot_fd = slot_fd;
 	atomic_store(&s->has_slot, true);
 }
@@ -257,7 +291,8 @@ void tb_sock_hold_slot(struct tb_sock *s, struct tb_gate *g, int slot_fd)
 void tb_sock_release_slot(struct tb_sock *s)
 {
 	if (atomic_exchange(&s->has_slot, false))
-		tb_gates_release(atomic_load_explicit(&s->gate, memory_order_relaxed), s->slot_fd);
+		tb_gates_release(atomic_load_explicit(&tb_sock_rare(s)->gate, memory_order_relaxed),
+				 s->slot_fd);
 }
 
 /*
@@ -324,27 +359,31 @@ void tb_sock_set_call(struct tb_sock *s, int64_t start, int64_t deadline)
 
 void tb_sock_set_request(struct tb_sock *s, int64_t deadline, const struct tb_req_tag *tag)
 {
+	struct tb_sock_rare *r = tb_sock_rare(s);
 	uint64_t w[2];
 
 	_Static_assert(sizeof(*tag) == sizeof(w), "a tag is two words");
 	memcpy(w, tag, sizeof(w));
-	atomic_store_explicit(&s->req_tag[0], w[0], memory_order_relaxed);
-	atomic_store_explicit(&s->req_tag[1], w[1], memory_order_relaxed);
-	atomic_store_explicit(&s->req_deadline, deadline, memory_order_relaxed);
+	atomic_store_explicit(&r->req_tag[0], w[0], memory_order_relaxed);
+	atomic_store_explicit(&r->req_tag[1], w[1], memory_order_relaxed);
+	atomic_store_explicit(&r->req_deadline, deadline, memory_order_relaxed);
 	atomic_store_explicit(&s->call_deadline, deadline, memory_order_relaxed);
 }
 
 /* A call deadline equal to the recorded request deadline is the request's: a call's own
- * deadline is another instant (ns apart at least), so a stale record never matches. */
+ * deadline is another instant (ns apart at least), so a stale record never matches; 0 (none
+ * recorded) is no deadline's instant. */
 bool tb_sock_request_tag(struct tb_sock *s, struct tb_req_tag *tag)
 {
+	struct tb_sock_rare *r = tb_sock_rare(s);
 	uint64_t w[2];
 	int64_t d = atomic_load_explicit(&s->call_deadline, memory_order_relaxed);
 
-	if (d == TB_NEVER || atomic_load_explicit(&s->req_deadline, memory_order_relaxed) != d)
+	if (d == TB_NEVER || d == 0 ||
+	    atomic_load_explicit(&r->req_deadline, memory_order_relaxed) != d)
 		return false;
-	w[0] = atomic_load_explicit(&s->req_tag[0], memory_order_relaxed);
-	w[1] = atomic_load_explicit(&s->req_tag[1], memory_order_relaxed);
+	w[0] = atomic_load_explicit(&r->req_tag[0], memory_order_relaxed);
+	w[1] = atomic_load_explicit(&r->req_tag[1], memory_order_relaxed);
 	memcpy(tag, w, sizeof(*tag));
 	return true;
 }

@@ -43,7 +43,7 @@ struct tb_side_state {
  *     generation when the entry goes back to the pool, so a thread still inside a call on
  *     a number that was closed under it (it compares the generation it began with) never
  *     touches the free or reused entry.
- * (2) `dest`, `slot_fd`, `gate`, `ino` are written before the socket is published in the
+ * (2) `dest`, `slot_fd`, `ino` and the rare record's `gate` are written before the socket is published in the
  *     fd table (tb_fd_set's release) and are read-only afterwards - except slot_fd, moved
  *     by tb_sock_slot_fd_moved when the program dup2()s over a gate lock (connect is done
  *     by then). A reader that may race with the socket's reuse (the watchdog, an expiry)
@@ -69,14 +69,14 @@ struct tb_side_state {
  *     side), and the watchdog when TCP_INFO shows bytes the calls could not see. They are
  *     relaxed: the watchdog never acts on a stored expiry (side[].expiry, a hint stored by
  *     each wait) without recomputing it from them (tb_sock_expiry) first.
- * (7) wd_filed_at, in_incoming, incoming_next, wr_seen, wr_seen_at, wr_moved_at belong to
- *     the watchdog (in_incoming / incoming_next are also written by the thread that pushes
- *     the socket on the incoming stack, before the push's release); rd_acked_at to the
- *     expiry under `busy` (tb_sock_expire).
+ * (7) wd_filed_at, in_incoming, incoming_next, and the rare record's wr_seen, wr_seen_at,
+ *     wr_moved_at belong to the watchdog (in_incoming / incoming_next are also written by the thread that pushes
+ *     the socket on the incoming stack, before the push's release); the rare record's
+ *     rd_acked_at to the expiry under `busy` (tb_sock_expire).
  * (8) `refs` counts fds in the table that refer to the socket; the last tb_sock_unref
  *     frees it. `has_slot` is exchanged to false exactly once (tb_sock_release_slot).
  * (9) `set`, `nonblock`, `got_bytes`, connect_start, call_start, call_deadline (and
- *     req_deadline, req_tag) are relaxed
+ *     the rare record's req_deadline, req_tag) are relaxed
  *     atomics written by the hooks of any thread (fcntl, a transfer, a new call; the last
  *     writer wins, as for the program's own view of the socket) and read by the watchdog,
  *     which recomputes an expiry from them before acting. `delivered` is exchanged once.
@@ -101,6 +101,10 @@ struct tb_side_state {
  *     for it (microseconds). A section left by a signal handler's siglongjmp (or a close
  *     from a handler that interrupted a section) never drains: after a bounded wait the
  *     entry is retired - never reused - instead of freed.
+ * (13) The rare record (struct tb_sock_rare) follows the rules of the fields it holds, as
+ *     if they were in the socket; it is reused with its entry and never freed. A field a
+ *     reused entry may have left set is cleared by tb_sock_new, which owns the entry then
+ *     (rule 1), and only when set: a socket that never uses the record never backs it.
  * (10) The expiry's log line belongs to the one thread whose claim (the CAS to EXPIRED)
  *     succeeded: it takes the line's fields into a note of its own (its stack: an expiry is
  *     rare, and the socket keeps nothing for it) under `busy`, sets log_pending, cuts, drops
@@ -138,24 +142,10 @@ struct tb_sock {
 	_Atomic int64_t connect_start;
 	_Atomic int64_t call_start;
 	_Atomic int64_t call_deadline;
-	/* The request deadline (request.h) the last step clamped call_deadline to, and where it
-	 * came from (struct tb_req_tag, 16 bytes): the cut's line names the budget when
-	 * call_deadline is still that one. Relaxed, as call_deadline (rule 9); a torn tag
-	 * only garbles a log note. */
-	_Atomic int64_t req_deadline;
-	_Atomic uint64_t req_tag[2];
 	struct tb_side_state side[2];
-	/* The gate whose slot it holds (tb_sock_release_slot). Atomic (relaxed): a connect at a
-	 * full gate reads it through the fd table while the entry may be reused under it
-	 * (tb_stale_sweep_gate; regress/gate_sweep_reuse). */
-	_Atomic(struct tb_gate *) gate;
 	/* watchdog bookkeeping (watchdog.c, sock_expire.c) */
 	_Atomic int64_t wd_filed_at;  /* 0: not in the watchdog's heap */
 	_Atomic(struct tb_sock *) incoming_next;
-	_Atomic uint64_t wr_seen;     /* bytes acknowledged (TCP_INFO) at the last look */
-	_Atomic int64_t wr_seen_at;   /* when the watchdog last looked */
-	_Atomic int64_t wr_moved_at;  /* when a look last saw it move (or the wait began) */
-	_Atomic int64_t rd_acked_at;  /* when a first-byte look last counted an acknowledgement */
 	/* pool bookkeeping */
 	uint32_t index;
 	atomic_uint free_next;
@@ -164,8 +154,39 @@ struct tb_sock {
 };
 
 /* What a governed socket costs (docs/design.md, "What the hot path costs"): a pool chunk of
- * 128 is 8 pages exactly. */
-_Static_assert(sizeof(struct tb_sock) <= 256, "struct tb_sock grew past 256 bytes");
+ * 128 is 6 pages exactly. */
+_Static_assert(sizeof(struct tb_sock) <= 192, "struct tb_sock grew past 192 bytes");
+
+/*
+ * What few sockets use (rule 13): one record per pool entry, in a mapping of its own beside
+ * the entry's chunk (tb_sock_rare), never unmapped either. An idle socket, or one that only
+ * exchanges bytes, never touches it, so its pages are never backed: 0 in every field is
+ * "nothing recorded". tb_sock_new stores only where a value was left by the entry's
+ * earlier socket.
+ */
+struct tb_sock_rare {
+	/* The request deadline (request.h) the last step clamped call_deadline to (0: none),
+	 * and where it came from (struct tb_req_tag, 16 bytes): the cut's line names the
+	 * budget when call_deadline is still that one. Relaxed, as call_deadline (rule 9); a
+	 * torn tag only garbles a log note. Only with a request deadline. */
+	_Atomic int64_t req_deadline;
+	_Atomic uint64_t req_tag[2];
+	/* The gate whose slot it holds (tb_sock_release_slot), read only while has_slot.
+	 * Atomic (relaxed): a connect at a full gate reads it through the fd table while the
+	 * entry may be reused under it (tb_stale_sweep_gate; regress/gate_sweep_reuse). */
+	_Atomic(struct tb_gate *) gate;
+	/* The watchdog's looks at a wait (sock_expire.c, rule 7): only a blocked send, or a
+	 * first-byte wait reaching its limit, is looked at. */
+	_Atomic uint64_t wr_seen;     /* bytes acknowledged (TCP_INFO) at the last look */
+	_Atomic int64_t wr_seen_at;   /* when the watchdog last looked */
+	_Atomic int64_t wr_moved_at;  /* when a look last saw it move (or the wait began) */
+	_Atomic int64_t rd_acked_at;  /* when a first-byte look last counted an acknowledgement */
+};
+
+_Static_assert(sizeof(struct tb_sock_rare) == 64, "struct tb_sock_rare is one cache line");
+
+/* The rare record of s (struct tb_sock_rare). */
+struct tb_sock_rare *tb_sock_rare(const struct tb_sock *s);
 
 /* start + d, saturated at TB_NEVER: an expiry never wraps into the past (the largest
  * duration, 2562047h, overflows int64 ns once the monotonic clock passes ~47 minutes). */
