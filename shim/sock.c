@@ -16,8 +16,8 @@
 #include "reqtag.h"
 #include "thread.h"
 
-#define CHUNK 128
-#define MAX_CHUNKS 8192 /* 1M sockets */
+#define CHUNK 512 /* 184-byte entries: 23 pages */
+#define MAX_CHUNKS 2048 /* 1M sockets */
 
 atomic_ulong tb_expiries[TB_PHASE_COUNT];
 atomic_ulong tb_sock_retired;
@@ -185,28 +185,33 @@ out:
 	return rc;
 }
 
-/* A framing for a new connection speaking `proto`; NULL when memory is exhausted (the
- * connection is then raw from the start: the system-call rules govern it). */
-static struct tb_frame *frame_take(enum tb_proto proto)
+/* A framing for a new connection speaking `proto`: its index + 1 (struct tb_sock's frame);
+ * 0 when memory is exhausted (the connection is then raw from the start: the system-call
+ * rules govern it). */
+static uint32_t frame_take(enum tb_proto proto)
 {
 	struct frame_entry *e;
 
 	while ((e = frame_pop()) == NULL)
 		if (frame_grow() < 0)
-			return NULL;
+			return 0;
 	tb_frame_init(&e->f, proto);
-	return &e->f;
+	return e->index + 1;
+}
+
+struct tb_frame *tb_sock_framing(const struct tb_sock *s)
+{
+	return s->frame != 0 ? &frame_at(s->frame - 1)->f : NULL;
 }
 
 void tb_sock_frame_over(struct tb_sock *s)
 {
-	struct tb_frame *f = s->frame;
+	uint32_t i = s->frame;
 
-	_Static_assert(offsetof(struct frame_entry, f) == 0, "the framing opens its entry");
-	if (f == NULL)
+	if (i == 0)
 		return;
-	s->frame = NULL;
-	frame_push((struct frame_entry *)f);
+	s->frame = 0;
+	frame_push(frame_at(i - 1));
 }
 
 static void side_reset(struct tb_side_state *sd)
@@ -227,7 +232,7 @@ static void clear_if_set(_Atomic int64_t *v)
  * What a new socket must not inherit from the entry's earlier one (rule 13): a request
  * deadline that a call deadline of its own could match, the watchdog's last looks. Reading
  * a page never written maps the zero page and backs nothing; only a record that was used
- * is written. The gate needs nothing: it is read only while has_slot.
+ * is written. The gate and its slot fd need nothing: they are read only while has_slot.
  */
 static void rare_reset(struct tb_sock_rare *r)
 {
@@ -263,14 +268,12 @@ struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct 
 	rare_reset(tb_sock_rare(s));
 	side_reset(&s->side[TB_RD]);
 	side_reset(&s->side[TB_WR]);
-	s->slot_fd = -1;
 	atomic_store_explicit(&s->has_slot, false, memory_order_relaxed);
-	s->frame = set->protocol == TB_PROTO_RAW ? NULL
-						 : frame_take((enum tb_proto)set->protocol);
+	s->frame = set->protocol == TB_PROTO_RAW ? 0 : frame_take((enum tb_proto)set->protocol);
 	atomic_store_explicit(&s->frame_flag, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->frame_state,
-			      (unsigned char)(s->frame != NULL ? tb_frame_state(s->frame)
-							       : TB_FRAME_RAW),
+			      (unsigned char)(s->frame != 0 ? tb_frame_state(tb_sock_framing(s))
+							    : TB_FRAME_RAW),
 			      memory_order_relaxed);
 	atomic_store(&s->state, gen << 8 | TB_ST_CONNECTING);
 	return s;
@@ -283,16 +286,19 @@ void tb_sock_ref(struct tb_sock *s)
 
 void tb_sock_hold_slot(struct tb_sock *s, struct tb_gate *g, int slot_fd)
 {
-	atomic_store_explicit(&tb_sock_rare(s)->gate, g, memory_order_relaxed);
-	s->slot_fd = slot_fd;
+	struct tb_sock_rare *r = tb_sock_rare(s);
+
+	atomic_store_explicit(&r->gate, g, memory_order_relaxed);
+	r->slot_fd = slot_fd;
 	atomic_store(&s->has_slot, true);
 }
 
 void tb_sock_release_slot(struct tb_sock *s)
 {
+	struct tb_sock_rare *r = tb_sock_rare(s);
+
 	if (atomic_exchange(&s->has_slot, false))
-		tb_gates_release(atomic_load_explicit(&tb_sock_rare(s)->gate, memory_order_relaxed),
-				 s->slot_fd);
+		tb_gates_release(atomic_load_explicit(&r->gate, memory_order_relaxed), r->slot_fd);
 }
 
 /*
@@ -590,8 +596,9 @@ void tb_sock_slot_fd_moved(int from, int to)
 
 	for (unsigned c = 0; c < n; c++)
 		for (unsigned i = 0; i < CHUNK; i++)
-			if (atomic_load(&chunks[c][i].has_slot) && chunks[c][i].slot_fd == from)
-				chunks[c][i].slot_fd = to;
+			if (atomic_load(&chunks[c][i].has_slot) &&
+			    tb_sock_rare(&chunks[c][i])->slot_fd == from)
+				tb_sock_rare(&chunks[c][i])->slot_fd = to;
 	tb_fd_unmark_internal(from);
 	tb_fd_mark_internal(to);
 }

@@ -38,24 +38,24 @@
 /* The timers of the call under way on one socket (indexed by the socket's pool index).
  * Written by the threads that use the socket (the last writer wins, like the socket's own
  * call times, sock.h rule 9), read by the watchdog at a cut: relaxed atomics. 0: not yet.
- * Every governed socket touches its entry, so it is kept to 40 bytes: the handshake starts
- * at the socket's own connect_start (no copy here), and the two instants only the cut's
- * line reads back (in ms) are kept in ms; their histograms take the ns at the moment. */
+ * Every governed socket touches its entry, so it holds no copy of the socket's own: the
+ * handshake starts at connect_start, and whether the call's completion was counted is the
+ * socket's call_done. */
 struct call {
-	_Atomic int16_t row;         /* its destination's row in seg->d; -1: none */
-	atomic_bool done;            /* the call's completion was counted */
+	_Atomic(struct tb_stats_dest *) row; /* its destination's row; NULL: none */
 	/* Call start to handshake start, with a gate; else -1. In ms, as the cut's line shows
-	 * it (its only reader). */
+	 * it (its only reader): half a word instead of a word of its own. */
 	_Atomic int32_t gate_ms;
-	_Atomic int32_t connected_ms;  /* handshake end, ms after connect_start, + 1 */
-	_Atomic int32_t first_byte_ms; /* first response byte, ms after req_at, + 1 */
+	/* The handshake's end, as ms after connect_start + 1, for the cut's line, its only
+	 * reader besides "connected yet?" (the histogram takes the ns at the moment). */
+	_Atomic int32_t connected_ms;
 	_Atomic int64_t begin;       /* the call's start (gate wait included) */
 	_Atomic int64_t req_at;      /* the first byte of the current request */
+	_Atomic int64_t first_byte;  /* the first byte of its response */
 	_Atomic int64_t last_rx;     /* the last response byte so far */
 };
 
-_Static_assert(sizeof(struct call) == 40, "struct call is 40 bytes for every socket");
-_Static_assert(TB_STATS_DESTS <= INT16_MAX, "a row index fits struct call's row");
+_Static_assert(sizeof(struct call) == 48, "struct call is 48 bytes for every socket");
 
 enum { SEG_NONE, SEG_OPENING, SEG_READY, SEG_FAILED };
 
@@ -439,9 +439,7 @@ static struct call *call_of(struct tb_sock *s)
 
 static struct tb_stats_dest *row_at(struct call *c)
 {
-	int i = atomic_load_explicit(&c->row, memory_order_relaxed);
-
-	return i >= 0 ? &seg->d[i] : NULL;
+	return atomic_load_explicit(&c->row, memory_order_relaxed);
 }
 
 #define ADD(field) atomic_fetch_add_explicit(&(field), 1, memory_order_relaxed)
@@ -473,12 +471,12 @@ void tb_stats_call_begin(struct tb_sock *s, int64_t start)
 		return;
 	i = row_of(&s->dest);
 	at = LOAD(s->connect_start);
-	STORE(c->row, (int16_t)i);
-	STORE(c->done, false);
+	STORE(c->row, i >= 0 ? &seg->d[i] : NULL);
+	STORE(s->call_done, false);
 	STORE(c->begin, start < at ? start : at);
 	STORE(c->connected_ms, 0);
 	STORE(c->req_at, 0);
-	STORE(c->first_byte_ms, 0);
+	STORE(c->first_byte, 0);
 	STORE(c->last_rx, 0);
 	STORE(c->gate_ms, LOAD(s->has_slot) ? ms_clamped(at - LOAD(c->begin)) : -1);
 	if (i >= 0)
@@ -487,7 +485,7 @@ void tb_stats_call_begin(struct tb_sock *s, int64_t start)
 		ADD(seg->other_calls);
 }
 
-/* The handshake counts from connect_start as the connect phase does: after timebox's own
+/* The handshake counts from connect_start, as the connect phase does: after timebox's own
  * start-up inside a process's first connect (tb_sock_connect_begins). */
 static void connected_at(struct tb_sock *s, struct call *c, int64_t now)
 {
@@ -508,14 +506,14 @@ void tb_stats_connected(struct tb_sock *s)
 }
 
 /* A call ends: with EOF, or when a new request follows its response on the socket. */
-static void complete(struct call *c)
+static void complete(struct tb_sock *s, struct call *c)
 {
 	struct tb_stats_dest *r = row_at(c);
 	int64_t end = LOAD(c->last_rx);
 
-	if (LOAD(c->done) || end == 0 || r == NULL)
+	if (LOAD(s->call_done) || end == 0 || r == NULL)
 		return;
-	STORE(c->done, true);
+	STORE(s->call_done, true);
 	ADD(r->completed);
 	tb_hist_record(&r->hist[TB_HIST_CALL], end - LOAD(c->begin));
 }
@@ -532,12 +530,12 @@ void tb_stats_sent(struct tb_sock *s, int64_t now)
 	if (response) { /* a new request on the same connection: a new call */
 		struct tb_stats_dest *row = row_at(c);
 
-		complete(c);
+		complete(s, c);
 		if (row != NULL)
 			ADD(row->calls);
-		STORE(c->done, false);
+		STORE(s->call_done, false);
 		STORE(c->begin, now);
-		STORE(c->first_byte_ms, 0);
+		STORE(c->first_byte, 0);
 		STORE(c->last_rx, 0);
 	}
 	STORE(c->req_at, now);
@@ -551,19 +549,18 @@ int64_t tb_stats_received(struct tb_sock *s, ssize_t r)
 	if (c == NULL)
 		return 0;
 	if (r == 0) {
-		complete(c);
+		complete(s, c);
 		return 0;
 	}
 	now = tb_now();
 	STORE(c->last_rx, now);
-	if (LOAD(c->first_byte_ms) == 0 && LOAD(c->req_at) != 0 &&
+	if (LOAD(c->first_byte) == 0 && LOAD(c->req_at) != 0 &&
 	    !atomic_load_explicit(&s->got_bytes, memory_order_relaxed)) {
 		struct tb_stats_dest *row = row_at(c);
-		int64_t req_at = LOAD(c->req_at);
 
-		STORE(c->first_byte_ms, ms_mark(req_at, now));
+		STORE(c->first_byte, now);
 		if (row != NULL)
-			tb_hist_record(&row->hist[TB_HIST_FIRST_BYTE], now - req_at);
+			tb_hist_record(&row->hist[TB_HIST_FIRST_BYTE], now - LOAD(c->req_at));
 	}
 	return now;
 }
@@ -611,7 +608,7 @@ void tb_stats_closed(struct tb_sock *s)
 	else
 		answered = false; /* a response cut short, or a session: no call ends here */
 	if (answered)
-		complete(c);
+		complete(s, c);
 }
 
 static int64_t ms_or_none(int64_t from, int64_t to)
@@ -639,7 +636,7 @@ bool tb_stats_cut(struct tb_sock *s, enum tb_phase phase, struct tb_log_timers *
 	deadline = LOAD(s->call_deadline);
 	t->gate_ms = LOAD(c->gate_ms);
 	t->connect_ms = LOAD(c->connected_ms) - 1;
-	t->first_byte_ms = LOAD(c->first_byte_ms) - 1;
+	t->first_byte_ms = ms_or_none(LOAD(c->req_at), LOAD(c->first_byte));
 	t->total_ms = ms_or_none(LOAD(c->begin), now);
 	t->budget_ms = deadline > 0 && deadline < TB_NEVER
 			       ? (deadline > now ? (deadline - now) / TB_NS_PER_MS : 0)
