@@ -109,28 +109,19 @@ out:
 /*
  * The framings (rule 11) have a pool of their own, never unmapped either: a socket takes one
  * at its connect unless its protocol is forced raw, and gives it back as soon as framing is
- * over for it (RAW), so that a raw connection keeps only a NULL pointer. Same free list as
+ * over for it (RAW), so that a raw connection keeps only a 0 index. Same free list as
  * the sockets'; an entry is the framing, the free list's link and its own index.
  */
-#define FRAME_CHUNK 512 /* 72-byte entries: 9 pages */
-#define FRAME_MAX_CHUNKS 2048 /* 1M framed sockets */
-
-struct frame_entry {
-	struct tb_frame f;
-	uint32_t index;
-	atomic_uint free_next;
-};
-
-static struct frame_entry *frame_chunks[FRAME_MAX_CHUNKS];
+struct tb_frame_entry *tb_frame_chunks[TB_FRAME_MAX_CHUNKS];
 static atomic_uint frame_nchunks;
 static _Atomic uint64_t frame_free_head;
 
-static struct frame_entry *frame_at(uint32_t i)
+static struct tb_frame_entry *frame_at(uint32_t i)
 {
-	return &frame_chunks[i / FRAME_CHUNK][i % FRAME_CHUNK];
+	return &tb_frame_chunks[i / TB_FRAME_CHUNK][i % TB_FRAME_CHUNK];
 }
 
-static void frame_push(struct frame_entry *e)
+static void frame_push(struct tb_frame_entry *e)
 {
 	uint64_t old = atomic_load(&frame_free_head), nw;
 
@@ -140,10 +131,10 @@ static void frame_push(struct frame_entry *e)
 	} while (!atomic_compare_exchange_weak(&frame_free_head, &old, nw));
 }
 
-static struct frame_entry *frame_pop(void)
+static struct tb_frame_entry *frame_pop(void)
 {
 	uint64_t old = atomic_load(&frame_free_head), nw;
-	struct frame_entry *e;
+	struct tb_frame_entry *e;
 
 	do {
 		if ((uint32_t)old == 0)
@@ -158,7 +149,7 @@ static struct frame_entry *frame_pop(void)
 static int frame_grow(void)
 {
 	unsigned n;
-	struct frame_entry *c;
+	struct tb_frame_entry *c;
 	int rc = -1;
 
 	pthread_mutex_lock(&grow_lock);
@@ -167,16 +158,16 @@ static int frame_grow(void)
 		goto out;
 	}
 	n = atomic_load(&frame_nchunks);
-	if (n >= FRAME_MAX_CHUNKS)
+	if (n >= TB_FRAME_MAX_CHUNKS)
 		goto out;
-	c = mmap(NULL, FRAME_CHUNK * sizeof(*c), PROT_READ | PROT_WRITE,
+	c = mmap(NULL, TB_FRAME_CHUNK * sizeof(*c), PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (c == MAP_FAILED)
 		goto out;
-	frame_chunks[n] = c;
+	tb_frame_chunks[n] = c;
 	atomic_store(&frame_nchunks, n + 1);
-	for (int i = FRAME_CHUNK - 1; i >= 0; i--) {
-		c[i].index = n * FRAME_CHUNK + (uint32_t)i;
+	for (int i = TB_FRAME_CHUNK - 1; i >= 0; i--) {
+		c[i].index = n * TB_FRAME_CHUNK + (uint32_t)i;
 		frame_push(&c[i]);
 	}
 	rc = 0;
@@ -190,7 +181,7 @@ out:
  * rules govern it). */
 static uint32_t frame_take(enum tb_proto proto)
 {
-	struct frame_entry *e;
+	struct tb_frame_entry *e;
 
 	while ((e = frame_pop()) == NULL)
 		if (frame_grow() < 0)
@@ -199,10 +190,6 @@ static uint32_t frame_take(enum tb_proto proto)
 	return e->index + 1;
 }
 
-struct tb_frame *tb_sock_framing(const struct tb_sock *s)
-{
-	return s->frame != 0 ? &frame_at(s->frame - 1)->f : NULL;
-}
 
 void tb_sock_frame_over(struct tb_sock *s)
 {

@@ -192,8 +192,25 @@ struct tb_sock_rare {
 /* The rare record of s (struct tb_sock_rare). */
 struct tb_sock_rare *tb_sock_rare(const struct tb_sock *s);
 
-/* The framing of s, NULL when raw: read by the holder of frame_flag only (rule 11). */
-struct tb_frame *tb_sock_framing(const struct tb_sock *s);
+/* The framings' pool (sock.c): an entry is the framing, the free list's link and its own
+ * index, 512 to a chunk (72-byte entries: 9 pages), never unmapped. */
+#define TB_FRAME_CHUNK 512
+#define TB_FRAME_MAX_CHUNKS 2048 /* 1M framed sockets */
+struct tb_frame_entry {
+	struct tb_frame f;
+	uint32_t index;
+	atomic_uint free_next;
+};
+extern struct tb_frame_entry *tb_frame_chunks[TB_FRAME_MAX_CHUNKS];
+
+/* The framing of s, NULL when raw: read by the holder of frame_flag only (rule 11). Inline:
+ * a framed transfer looks it up once. */
+static inline struct tb_frame *tb_sock_framing(const struct tb_sock *s)
+{
+	uint32_t i = s->frame - 1;
+
+	return s->frame != 0 ? &tb_frame_chunks[i / TB_FRAME_CHUNK][i % TB_FRAME_CHUNK].f : NULL;
+}
 
 /* start + d, saturated at TB_NEVER: an expiry never wraps into the past (the largest
  * duration, 2562047h, overflows int64 ns once the monotonic clock passes ~47 minutes). */

@@ -392,9 +392,8 @@ int tb_xfer_wait(struct tb_xfer *x)
 
 /* Publishes the framing's state for the expiry, the watchdog and the next step (sock.h, rule
  * 11); a framing that turned RAW goes back to its pool. Under frame_flag. */
-static unsigned publish(struct tb_sock *s)
+static unsigned publish(struct tb_sock *s, const struct tb_frame *f)
 {
-	const struct tb_frame *f = tb_sock_framing(s);
 	unsigned fs = (unsigned)tb_frame_state(f);
 
 	if (fs == TB_FRAME_AWAITING && tb_frame_answer_begun(f))
@@ -452,10 +451,9 @@ static void __attribute__((noinline, cold)) abandon(struct tb_sock *s, int fd)
 	note_framing_raw(s, fd, was, "overlap");
 }
 
-/* The bytes of x that moved (r of them, r == 0: the peer closed) through the framing. */
-static unsigned feed_bytes(struct tb_sock *s, const struct tb_xfer *x, size_t r)
+/* The bytes of x that moved (r of them, r == 0: the peer closed) through the framing f. */
+static unsigned feed_bytes(struct tb_frame *f, const struct tb_xfer *x, size_t r)
 {
-	struct tb_frame *f = tb_sock_framing(s);
 	bool rd = x->side == TB_RD;
 	unsigned ev = 0;
 
@@ -478,15 +476,15 @@ static unsigned feed_bytes(struct tb_sock *s, const struct tb_xfer *x, size_t r)
 /* feed's part under the try-flag: feeds and publishes. */
 static unsigned feed_held(struct tb_sock *s, const struct tb_xfer *x, size_t r)
 {
-	const struct tb_frame *f = tb_sock_framing(s);
+	struct tb_frame *f = tb_sock_framing(s);
 	uint8_t was;
 	unsigned ev;
 
 	if (f == NULL)
 		return 0; /* framing turned RAW since the caller looked: nothing to feed */
 	was = f->proto;
-	ev = feed_bytes(s, x, r);
-	publish(s);
+	ev = feed_bytes(f, x, r);
+	publish(s, f);
 	if (TB_UNLIKELY(ev & TB_FRAME_EV_RAW))
 		note_framing_raw(s, x->fd, (enum tb_proto)was,
 				 x->buf == NULL && x->iov == NULL && r > 0 ? "unseen" : "unframed");
