@@ -228,7 +228,7 @@ struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct 
 
 void tb_sock_ref(struct tb_sock *s);
 
-/* Framing is over for s (RAW): its framing goes back to the pool and `frame` becomes NULL.
+/* Framing is over for s (RAW): its framing goes back to the pool and `frame` becomes 0.
  * By the holder of frame_flag (rule 11), or by the last tb_sock_unref. */
 void tb_sock_frame_over(struct tb_sock *s);
 
