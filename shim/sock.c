@@ -16,13 +16,14 @@
 #include "reqtag.h"
 #include "thread.h"
 
-#define CHUNK 128
-#define MAX_CHUNKS 8192 /* 1M sockets */
+#define CHUNK 512 /* 184-byte entries: 23 pages */
+#define MAX_CHUNKS 2048 /* 1M sockets */
 
 atomic_ulong tb_expiries[TB_PHASE_COUNT];
 atomic_ulong tb_sock_retired;
 
 static struct tb_sock *chunks[MAX_CHUNKS];
+static struct tb_sock_rare *rare_chunks[MAX_CHUNKS]; /* chunk n's rare records */
 static atomic_uint nchunks;
 static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Free list: a Treiber stack of (index + 1) in the low half, an ABA tag in the high half. */
@@ -31,6 +32,13 @@ static _Atomic uint64_t free_head;
 static struct tb_sock *at_index(uint32_t i)
 {
 	return &chunks[i / CHUNK][i % CHUNK];
+}
+
+/* A published chunk's rare records are stored before nchunks (release in grow), and an
+ * entry is only reached through its chunk: plain reads suffice. */
+struct tb_sock_rare *tb_sock_rare(const struct tb_sock *s)
+{
+	return &rare_chunks[s->index / CHUNK][s->index % CHUNK];
 }
 
 static void push_free(struct tb_sock *s)
@@ -62,6 +70,7 @@ static int grow(void)
 {
 	unsigned n;
 	struct tb_sock *c;
+	struct tb_sock_rare *r;
 	int rc = -1;
 
 	pthread_mutex_lock(&grow_lock);
@@ -76,7 +85,15 @@ static int grow(void)
 		 -1, 0);
 	if (c == MAP_FAILED)
 		goto out;
+	/* MAP_NORESERVE: the rare records' pages are backed only for the sockets that use them. */
+	r = mmap(NULL, CHUNK * sizeof(*r), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (r == MAP_FAILED) {
+		munmap(c, CHUNK * sizeof(*c));
+		goto out;
+	}
 	chunks[n] = c;
+	rare_chunks[n] = r;
 	atomic_store(&nchunks, n + 1);
 	for (int i = CHUNK - 1; i >= 0; i--) {
 		c[i].index = n * CHUNK + (uint32_t)i;
@@ -92,28 +109,19 @@ out:
 /*
  * The framings (rule 11) have a pool of their own, never unmapped either: a socket takes one
  * at its connect unless its protocol is forced raw, and gives it back as soon as framing is
- * over for it (RAW), so that a raw connection keeps only a NULL pointer. Same free list as
+ * over for it (RAW), so that a raw connection keeps only a 0 index. Same free list as
  * the sockets'; an entry is the framing, the free list's link and its own index.
  */
-#define FRAME_CHUNK 512 /* 72-byte entries: 9 pages */
-#define FRAME_MAX_CHUNKS 2048 /* 1M framed sockets */
-
-struct frame_entry {
-	struct tb_frame f;
-	uint32_t index;
-	atomic_uint free_next;
-};
-
-static struct frame_entry *frame_chunks[FRAME_MAX_CHUNKS];
+struct tb_frame_entry *tb_frame_chunks[TB_FRAME_MAX_CHUNKS];
 static atomic_uint frame_nchunks;
 static _Atomic uint64_t frame_free_head;
 
-static struct frame_entry *frame_at(uint32_t i)
+static struct tb_frame_entry *frame_at(uint32_t i)
 {
-	return &frame_chunks[i / FRAME_CHUNK][i % FRAME_CHUNK];
+	return &tb_frame_chunks[i / TB_FRAME_CHUNK][i % TB_FRAME_CHUNK];
 }
 
-static void frame_push(struct frame_entry *e)
+static void frame_push(struct tb_frame_entry *e)
 {
 	uint64_t old = atomic_load(&frame_free_head), nw;
 
@@ -123,10 +131,10 @@ static void frame_push(struct frame_entry *e)
 	} while (!atomic_compare_exchange_weak(&frame_free_head, &old, nw));
 }
 
-static struct frame_entry *frame_pop(void)
+static struct tb_frame_entry *frame_pop(void)
 {
 	uint64_t old = atomic_load(&frame_free_head), nw;
-	struct frame_entry *e;
+	struct tb_frame_entry *e;
 
 	do {
 		if ((uint32_t)old == 0)
@@ -141,7 +149,7 @@ static struct frame_entry *frame_pop(void)
 static int frame_grow(void)
 {
 	unsigned n;
-	struct frame_entry *c;
+	struct tb_frame_entry *c;
 	int rc = -1;
 
 	pthread_mutex_lock(&grow_lock);
@@ -150,16 +158,16 @@ static int frame_grow(void)
 		goto out;
 	}
 	n = atomic_load(&frame_nchunks);
-	if (n >= FRAME_MAX_CHUNKS)
+	if (n >= TB_FRAME_MAX_CHUNKS)
 		goto out;
-	c = mmap(NULL, FRAME_CHUNK * sizeof(*c), PROT_READ | PROT_WRITE,
+	c = mmap(NULL, TB_FRAME_CHUNK * sizeof(*c), PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (c == MAP_FAILED)
 		goto out;
-	frame_chunks[n] = c;
+	tb_frame_chunks[n] = c;
 	atomic_store(&frame_nchunks, n + 1);
-	for (int i = FRAME_CHUNK - 1; i >= 0; i--) {
-		c[i].index = n * FRAME_CHUNK + (uint32_t)i;
+	for (int i = TB_FRAME_CHUNK - 1; i >= 0; i--) {
+		c[i].index = n * TB_FRAME_CHUNK + (uint32_t)i;
 		frame_push(&c[i]);
 	}
 	rc = 0;
@@ -168,28 +176,29 @@ out:
 	return rc;
 }
 
-/* A framing for a new connection speaking `proto`; NULL when memory is exhausted (the
- * connection is then raw from the start: the system-call rules govern it). */
-static struct tb_frame *frame_take(enum tb_proto proto)
+/* A framing for a new connection speaking `proto`: its index + 1 (struct tb_sock's frame);
+ * 0 when memory is exhausted (the connection is then raw from the start: the system-call
+ * rules govern it). */
+static uint32_t frame_take(enum tb_proto proto)
 {
-	struct frame_entry *e;
+	struct tb_frame_entry *e;
 
 	while ((e = frame_pop()) == NULL)
 		if (frame_grow() < 0)
-			return NULL;
+			return 0;
 	tb_frame_init(&e->f, proto);
-	return &e->f;
+	return e->index + 1;
 }
+
 
 void tb_sock_frame_over(struct tb_sock *s)
 {
-	struct tb_frame *f = s->frame;
+	uint32_t i = s->frame;
 
-	_Static_assert(offsetof(struct frame_entry, f) == 0, "the framing opens its entry");
-	if (f == NULL)
+	if (i == 0)
 		return;
-	s->frame = NULL;
-	frame_push((struct frame_entry *)f);
+	s->frame = 0;
+	frame_push(frame_at(i - 1));
 }
 
 static void side_reset(struct tb_side_state *sd)
@@ -198,6 +207,27 @@ static void side_reset(struct tb_side_state *sd)
 	atomic_store_explicit(&sd->idle_ns, 0, memory_order_relaxed);
 	atomic_store_explicit(&sd->wait_begin, 0, memory_order_relaxed);
 	atomic_store_explicit(&sd->expiry, TB_NEVER, memory_order_relaxed);
+}
+
+static void clear_if_set(_Atomic int64_t *v)
+{
+	if (atomic_load_explicit(v, memory_order_relaxed) != 0)
+		atomic_store_explicit(v, 0, memory_order_relaxed);
+}
+
+/*
+ * What a new socket must not inherit from the entry's earlier one (rule 13): a request
+ * deadline that a call deadline of its own could match, the watchdog's last looks. Reading
+ * a page never written maps the zero page and backs nothing; only a record that was used
+ * is written. The gate and its slot fd need nothing: they are read only while has_slot.
+ */
+static void rare_reset(struct tb_sock_rare *r)
+{
+	clear_if_set(&r->req_deadline);
+	clear_if_set(&r->wr_seen_at);
+	clear_if_set(&r->rd_acked_at);
+	if (atomic_load_explicit(&r->wr_seen, memory_order_relaxed) != 0)
+		atomic_store_explicit(&r->wr_seen, 0, memory_order_relaxed);
 }
 
 struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct tb_dest *d,
@@ -222,21 +252,15 @@ struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct 
 	atomic_store_explicit(&s->connect_start, now, memory_order_relaxed);
 	atomic_store_explicit(&s->call_start, now, memory_order_relaxed);
 	atomic_store_explicit(&s->call_deadline, TB_NEVER, memory_order_relaxed);
-	atomic_store_explicit(&s->req_deadline, TB_NEVER, memory_order_relaxed);
+	rare_reset(tb_sock_rare(s));
 	side_reset(&s->side[TB_RD]);
 	side_reset(&s->side[TB_WR]);
-	atomic_store_explicit(&s->wr_seen, 0, memory_order_relaxed);
-	atomic_store_explicit(&s->wr_seen_at, 0, memory_order_relaxed);
-	atomic_store_explicit(&s->rd_acked_at, 0, memory_order_relaxed);
-	atomic_store_explicit(&s->gate, NULL, memory_order_relaxed);
-	s->slot_fd = -1;
 	atomic_store_explicit(&s->has_slot, false, memory_order_relaxed);
-	s->frame = set->protocol == TB_PROTO_RAW ? NULL
-						 : frame_take((enum tb_proto)set->protocol);
+	s->frame = set->protocol == TB_PROTO_RAW ? 0 : frame_take((enum tb_proto)set->protocol);
 	atomic_store_explicit(&s->frame_flag, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->frame_state,
-			      (unsigned char)(s->frame != NULL ? tb_frame_state(s->frame)
-							       : TB_FRAME_RAW),
+			      (unsigned char)(s->frame != 0 ? tb_frame_state(tb_sock_framing(s))
+							    : TB_FRAME_RAW),
 			      memory_order_relaxed);
 	atomic_store(&s->state, gen << 8 | TB_ST_CONNECTING);
 	return s;
@@ -249,15 +273,19 @@ void tb_sock_ref(struct tb_sock *s)
 
 void tb_sock_hold_slot(struct tb_sock *s, struct tb_gate *g, int slot_fd)
 {
-	atomic_store_explicit(&s->gate, g, memory_order_relaxed);
-	s->slot_fd = slot_fd;
+	struct tb_sock_rare *r = tb_sock_rare(s);
+
+	atomic_store_explicit(&r->gate, g, memory_order_relaxed);
+	r->slot_fd = slot_fd;
 	atomic_store(&s->has_slot, true);
 }
 
 void tb_sock_release_slot(struct tb_sock *s)
 {
+	struct tb_sock_rare *r = tb_sock_rare(s);
+
 	if (atomic_exchange(&s->has_slot, false))
-		tb_gates_release(atomic_load_explicit(&s->gate, memory_order_relaxed), s->slot_fd);
+		tb_gates_release(atomic_load_explicit(&r->gate, memory_order_relaxed), r->slot_fd);
 }
 
 /*
@@ -324,27 +352,31 @@ void tb_sock_set_call(struct tb_sock *s, int64_t start, int64_t deadline)
 
 void tb_sock_set_request(struct tb_sock *s, int64_t deadline, const struct tb_req_tag *tag)
 {
+	struct tb_sock_rare *r = tb_sock_rare(s);
 	uint64_t w[2];
 
 	_Static_assert(sizeof(*tag) == sizeof(w), "a tag is two words");
 	memcpy(w, tag, sizeof(w));
-	atomic_store_explicit(&s->req_tag[0], w[0], memory_order_relaxed);
-	atomic_store_explicit(&s->req_tag[1], w[1], memory_order_relaxed);
-	atomic_store_explicit(&s->req_deadline, deadline, memory_order_relaxed);
+	atomic_store_explicit(&r->req_tag[0], w[0], memory_order_relaxed);
+	atomic_store_explicit(&r->req_tag[1], w[1], memory_order_relaxed);
+	atomic_store_explicit(&r->req_deadline, deadline, memory_order_relaxed);
 	atomic_store_explicit(&s->call_deadline, deadline, memory_order_relaxed);
 }
 
 /* A call deadline equal to the recorded request deadline is the request's: a call's own
- * deadline is another instant (ns apart at least), so a stale record never matches. */
+ * deadline is another instant (ns apart at least), so a stale record never matches; 0 (none
+ * recorded) is no deadline's instant. */
 bool tb_sock_request_tag(struct tb_sock *s, struct tb_req_tag *tag)
 {
+	struct tb_sock_rare *r = tb_sock_rare(s);
 	uint64_t w[2];
 	int64_t d = atomic_load_explicit(&s->call_deadline, memory_order_relaxed);
 
-	if (d == TB_NEVER || atomic_load_explicit(&s->req_deadline, memory_order_relaxed) != d)
+	if (d == TB_NEVER || d == 0 ||
+	    atomic_load_explicit(&r->req_deadline, memory_order_relaxed) != d)
 		return false;
-	w[0] = atomic_load_explicit(&s->req_tag[0], memory_order_relaxed);
-	w[1] = atomic_load_explicit(&s->req_tag[1], memory_order_relaxed);
+	w[0] = atomic_load_explicit(&r->req_tag[0], memory_order_relaxed);
+	w[1] = atomic_load_explicit(&r->req_tag[1], memory_order_relaxed);
 	memcpy(tag, w, sizeof(*tag));
 	return true;
 }
@@ -551,8 +583,9 @@ void tb_sock_slot_fd_moved(int from, int to)
 
 	for (unsigned c = 0; c < n; c++)
 		for (unsigned i = 0; i < CHUNK; i++)
-			if (atomic_load(&chunks[c][i].has_slot) && chunks[c][i].slot_fd == from)
-				chunks[c][i].slot_fd = to;
+			if (atomic_load(&chunks[c][i].has_slot) &&
+			    tb_sock_rare(&chunks[c][i])->slot_fd == from)
+				tb_sock_rare(&chunks[c][i])->slot_fd = to;
 	tb_fd_unmark_internal(from);
 	tb_fd_mark_internal(to);
 }

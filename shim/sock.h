@@ -43,8 +43,8 @@ struct tb_side_state {
  *     generation when the entry goes back to the pool, so a thread still inside a call on
  *     a number that was closed under it (it compares the generation it began with) never
  *     touches the free or reused entry.
- * (2) `dest`, `slot_fd`, `gate`, `ino` are written before the socket is published in the
- *     fd table (tb_fd_set's release) and are read-only afterwards - except slot_fd, moved
+ * (2) `dest`, `ino` and the rare record's `gate` and `slot_fd` are written before the
+ *     socket is published in the fd table (tb_fd_set's release) and are read-only afterwards - except slot_fd, moved
  *     by tb_sock_slot_fd_moved when the program dup2()s over a gate lock (connect is done
  *     by then). A reader that may race with the socket's reuse (the watchdog, an expiry)
  *     reads them only while holding `busy`, and copies what it needs after.
@@ -69,18 +69,18 @@ struct tb_side_state {
  *     side), and the watchdog when TCP_INFO shows bytes the calls could not see. They are
  *     relaxed: the watchdog never acts on a stored expiry (side[].expiry, a hint stored by
  *     each wait) without recomputing it from them (tb_sock_expiry) first.
- * (7) wd_filed_at, in_incoming, incoming_next, wr_seen, wr_seen_at, wr_moved_at belong to
- *     the watchdog (in_incoming / incoming_next are also written by the thread that pushes
- *     the socket on the incoming stack, before the push's release); rd_acked_at to the
- *     expiry under `busy` (tb_sock_expire).
+ * (7) wd_filed_at, in_incoming, incoming_next, and the rare record's wr_seen, wr_seen_at,
+ *     wr_moved_at belong to the watchdog (in_incoming / incoming_next are also written by the thread that pushes
+ *     the socket on the incoming stack, before the push's release); the rare record's
+ *     rd_acked_at to the expiry under `busy` (tb_sock_expire).
  * (8) `refs` counts fds in the table that refer to the socket; the last tb_sock_unref
  *     frees it. `has_slot` is exchanged to false exactly once (tb_sock_release_slot).
  * (9) `set`, `nonblock`, `got_bytes`, connect_start, call_start, call_deadline (and
- *     req_deadline, req_tag) are relaxed
+ *     the rare record's req_deadline, req_tag) are relaxed
  *     atomics written by the hooks of any thread (fcntl, a transfer, a new call; the last
  *     writer wins, as for the program's own view of the socket) and read by the watchdog,
  *     which recomputes an expiry from them before acting. `delivered` is exchanged once.
- * (11) `frame` (the pointer and the framing it points to) is written only by the thread
+ * (11) `frame` (the index and the framing it names) is written only by the thread
  *     holding `frame_flag` (0 free, 1 held, 2 abandoned for good), taken by
  *     compare-and-swap around one transfer's feed, never waited for: a thread that finds
  *     it held marks it abandoned, and the holder turns the framing RAW when it lets go (two
@@ -89,9 +89,9 @@ struct tb_side_state {
  *     reads `frame_state` (TB_FS_*), the one byte the holder publishes (relaxed) after each
  *     feed. The framing comes from a pool of its own (tb_sock_new, unless the protocol is
  *     forced raw) and goes back to it when it turns RAW, by the holder
- *     (tb_sock_frame_over: `frame` becomes NULL under the flag, so the next holder finds
+ *     (tb_sock_frame_over: `frame` becomes 0 under the flag, so the next holder finds
  *     none to feed), or at the free after the drain (rule 12). frame_state RAW never
- *     changes again, so a NULL `frame` is always RAW.
+ *     changes again, so a 0 `frame` is always RAW.
  * (12) `dest` and `frame` are rewritten in place when the entry is reused, and a thread may
  *     still be inside a call on a number the program closed under it. A call reads them
  *     only inside a section (tb_sock_enter/tb_sock_leave): `inuse` is raised, then the
@@ -101,6 +101,10 @@ struct tb_side_state {
  *     for it (microseconds). A section left by a signal handler's siglongjmp (or a close
  *     from a handler that interrupted a section) never drains: after a bounded wait the
  *     entry is retired - never reused - instead of freed.
+ * (13) The rare record (struct tb_sock_rare) follows the rules of the fields it holds, as
+ *     if they were in the socket; it is reused with its entry and never freed. A field a
+ *     reused entry may have left set is cleared by tb_sock_new, which owns the entry then
+ *     (rule 1), and only when set: a socket that never uses the record never backs it.
  * (10) The expiry's log line belongs to the one thread whose claim (the CAS to EXPIRED)
  *     succeeded: it takes the line's fields into a note of its own (its stack: an expiry is
  *     rare, and the socket keeps nothing for it) under `busy`, sets log_pending, cuts, drops
@@ -130,8 +134,10 @@ struct tb_sock {
 	atomic_bool nonblock;     /* O_NONBLOCK of the open file description */
 	atomic_bool got_bytes;    /* response bytes since the last send: phase read */
 	atomic_bool delivered;    /* the expiry has been reported to a thread's budget */
-	atomic_bool has_slot;     /* holds a slot of `gate`, given back once */
-	int slot_fd;              /* a shared gate's lock fd, or -1 */
+	atomic_bool has_slot;     /* holds a slot of the rare record's gate, given back once */
+	/* framing (rule 11): its entry in the framings' pool + 1; 0: raw (from the start, or
+	 * framing is over). tb_sock_framing reads it. */
+	uint32_t frame;
 	_Atomic uint64_t ino;     /* identity: st_ino of the socket */
 	_Atomic(const struct tb_settings *) set;
 	struct tb_dest dest;      /* written before publication (rule 2) */
@@ -139,37 +145,76 @@ struct tb_sock {
 	atomic_bool in_incoming;   /* on the watchdog's incoming stack (rule 7) */
 	atomic_uchar frame_state;  /* TB_FS_*, published by the I/O path after each feed (rule 11) */
 	atomic_uchar frame_flag;   /* 0 free, 1 a transfer is feeding, 2 abandoned */
+	/* The statistics' (stats.c): the call's completion was counted. Here, in what would be
+	 * a hole, rather than a word of stats' own per socket; relaxed, as rule 9. */
+	atomic_bool call_done;
 	_Atomic int64_t connect_start;
 	_Atomic int64_t call_start;
-	_Atomic int64_t call_deadline;
-	/* The request deadline (request.h) the last step clamped call_deadline to, and where it
-	 * came from (struct tb_req_tag, 16 bytes): the cut's line names the budget when
-	 * call_deadline is still that one. Relaxed, as call_deadline (rule 9); a torn tag
-	 * only garbles a log note. */
-	_Atomic int64_t req_deadline;
-	_Atomic uint64_t req_tag[2];
+	/* At offset 88: GCC then indexes a side with one lea (at 72 or 96 it adds first:
+	 * one instruction more per wait, measured with callgrind). */
 	struct tb_side_state side[2];
-	/* The gate whose slot it holds (tb_sock_release_slot). Atomic (relaxed): a connect at a
-	 * full gate reads it through the fd table while the entry may be reused under it
-	 * (tb_stale_sweep_gate; regress/gate_sweep_reuse). */
-	_Atomic(struct tb_gate *) gate;
+	_Atomic int64_t call_deadline;
 	/* watchdog bookkeeping (watchdog.c, sock_expire.c) */
 	_Atomic int64_t wd_filed_at;  /* 0: not in the watchdog's heap */
 	_Atomic(struct tb_sock *) incoming_next;
+	/* pool bookkeeping */
+	uint32_t index;
+	atomic_uint free_next;
+};
+
+/* What a governed socket costs (docs/design.md, "What the hot path costs"): a pool chunk of
+ * 512 is 23 pages exactly. */
+_Static_assert(sizeof(struct tb_sock) <= 184, "struct tb_sock grew past 184 bytes");
+
+/*
+ * What few sockets use (rule 13): one record per pool entry, in a mapping of its own beside
+ * the entry's chunk (tb_sock_rare), never unmapped either. An idle socket, or one that only
+ * exchanges bytes, never touches it, so its pages are never backed: 0 in every field is
+ * "nothing recorded". tb_sock_new stores only where a value was left by the entry's
+ * earlier socket.
+ */
+struct tb_sock_rare {
+	/* The request deadline (request.h) the last step clamped call_deadline to (0: none),
+	 * and where it came from (struct tb_req_tag, 16 bytes): the cut's line names the
+	 * budget when call_deadline is still that one. Relaxed, as call_deadline (rule 9); a
+	 * torn tag only garbles a log note. Only with a request deadline. */
+	_Atomic int64_t req_deadline;
+	_Atomic uint64_t req_tag[2];
+	/* The gate whose slot it holds (tb_sock_release_slot), read only while has_slot.
+	 * Atomic (relaxed): a connect at a full gate reads it through the fd table while the
+	 * entry may be reused under it (tb_stale_sweep_gate; regress/gate_sweep_reuse). */
+	_Atomic(struct tb_gate *) gate;
+	int slot_fd;                  /* a shared gate's lock fd, or -1; read only while has_slot */
+	/* The watchdog's looks at a wait (sock_expire.c, rule 7): only a blocked send, or a
+	 * first-byte wait reaching its limit, is looked at. */
 	_Atomic uint64_t wr_seen;     /* bytes acknowledged (TCP_INFO) at the last look */
 	_Atomic int64_t wr_seen_at;   /* when the watchdog last looked */
 	_Atomic int64_t wr_moved_at;  /* when a look last saw it move (or the wait began) */
 	_Atomic int64_t rd_acked_at;  /* when a first-byte look last counted an acknowledgement */
-	/* pool bookkeeping */
-	uint32_t index;
-	atomic_uint free_next;
-	/* framing (rule 11) */
-	struct tb_frame *frame;    /* NULL: raw (from the start, or framing is over) */
 };
 
-/* What a governed socket costs (docs/design.md, "What the hot path costs"): a pool chunk of
- * 128 is 8 pages exactly. */
-_Static_assert(sizeof(struct tb_sock) <= 256, "struct tb_sock grew past 256 bytes");
+/* The rare record of s (struct tb_sock_rare). */
+struct tb_sock_rare *tb_sock_rare(const struct tb_sock *s);
+
+/* The framings' pool (sock.c): an entry is the framing, the free list's link and its own
+ * index, 512 to a chunk (72-byte entries: 9 pages), never unmapped. */
+#define TB_FRAME_CHUNK 512
+#define TB_FRAME_MAX_CHUNKS 2048 /* 1M framed sockets */
+struct tb_frame_entry {
+	struct tb_frame f;
+	uint32_t index;
+	atomic_uint free_next;
+};
+extern struct tb_frame_entry *tb_frame_chunks[TB_FRAME_MAX_CHUNKS];
+
+/* The framing of s, NULL when raw: read by the holder of frame_flag only (rule 11). Inline:
+ * a framed transfer looks it up once. */
+static inline struct tb_frame *tb_sock_framing(const struct tb_sock *s)
+{
+	uint32_t i = s->frame - 1;
+
+	return s->frame != 0 ? &tb_frame_chunks[i / TB_FRAME_CHUNK][i % TB_FRAME_CHUNK].f : NULL;
+}
 
 /* start + d, saturated at TB_NEVER: an expiry never wraps into the past (the largest
  * duration, 2562047h, overflows int64 ns once the monotonic clock passes ~47 minutes). */
@@ -187,7 +232,7 @@ struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct 
 
 void tb_sock_ref(struct tb_sock *s);
 
-/* Framing is over for s (RAW): its framing goes back to the pool and `frame` becomes NULL.
+/* Framing is over for s (RAW): its framing goes back to the pool and `frame` becomes 0.
  * By the holder of frame_flag (rule 11), or by the last tb_sock_unref. */
 void tb_sock_frame_over(struct tb_sock *s);
 

@@ -193,9 +193,10 @@ static bool rd_request_in_flight(struct tb_sock *s, int fd, int64_t now, int64_t
 				       sizeof(ti.tcpi_last_ack_recv)))
 		return false;
 	if (q <= 0) {
-		if (atomic_load_explicit(&s->rd_acked_at, memory_order_relaxed) >= silent_since)
+		if (atomic_load_explicit(&tb_sock_rare(s)->rd_acked_at, memory_order_relaxed) >=
+		    silent_since)
 			return false; /* counted once in this silence already */
-		atomic_store_explicit(&s->rd_acked_at, now, memory_order_relaxed);
+		atomic_store_explicit(&tb_sock_rare(s)->rd_acked_at, now, memory_order_relaxed);
 	}
 	return rd_restart_at(s, (int64_t)ti.tcpi_last_ack_recv * TB_NS_PER_MS, now, recheck);
 }
@@ -232,12 +233,12 @@ static bool look_acked(struct tb_sock *s, int fd, int64_t now)
 
 	if (!wr_position(fd, &pos))
 		return false;
-	if (atomic_load_explicit(&s->wr_seen_at, memory_order_relaxed) < begin)
-		atomic_store_explicit(&s->wr_moved_at, begin, memory_order_relaxed);
-	else if (pos != atomic_load_explicit(&s->wr_seen, memory_order_relaxed))
-		atomic_store_explicit(&s->wr_moved_at, now, memory_order_relaxed);
-	atomic_store_explicit(&s->wr_seen, pos, memory_order_relaxed);
-	atomic_store_explicit(&s->wr_seen_at, now, memory_order_relaxed);
+	if (atomic_load_explicit(&tb_sock_rare(s)->wr_seen_at, memory_order_relaxed) < begin)
+		atomic_store_explicit(&tb_sock_rare(s)->wr_moved_at, begin, memory_order_relaxed);
+	else if (pos != atomic_load_explicit(&tb_sock_rare(s)->wr_seen, memory_order_relaxed))
+		atomic_store_explicit(&tb_sock_rare(s)->wr_moved_at, now, memory_order_relaxed);
+	atomic_store_explicit(&tb_sock_rare(s)->wr_seen, pos, memory_order_relaxed);
+	atomic_store_explicit(&tb_sock_rare(s)->wr_seen_at, now, memory_order_relaxed);
 	return true;
 }
 
@@ -296,7 +297,8 @@ static bool write_progressing(struct tb_sock *s, int fd, int64_t now, int64_t *r
 {
 	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
 	int64_t begin = atomic_load_explicit(&s->side[TB_WR].wait_begin, memory_order_relaxed);
-	bool first = atomic_load_explicit(&s->wr_seen_at, memory_order_relaxed) < begin;
+	bool first =
+		atomic_load_explicit(&tb_sock_rare(s)->wr_seen_at, memory_order_relaxed) < begin;
 	int64_t moved;
 
 	if (!look_acked(s, fd, now))
@@ -305,7 +307,7 @@ static bool write_progressing(struct tb_sock *s, int fd, int64_t now, int64_t *r
 		*recheck = tb_at_after(now, look_period(set));
 		return true;
 	}
-	moved = atomic_load_explicit(&s->wr_moved_at, memory_order_relaxed);
+	moved = atomic_load_explicit(&tb_sock_rare(s)->wr_moved_at, memory_order_relaxed);
 	if (tb_at_after(moved, set->write_ns) > now) {
 		*recheck = tb_at_after(moved, set->write_ns);
 		return true;
@@ -337,8 +339,10 @@ static void measure(struct tb_sock *s, enum tb_side side, enum tb_phase phase, i
 		*elapsed = tb_idle_silence(&c, true, now);
 		/* A blocked send's stall is counted from the peer's last acceptance, when seen. */
 		if (phase == TB_PHASE_WRITE &&
-		    atomic_load_explicit(&s->wr_seen_at, memory_order_relaxed) >= c.wait_begin)
-			*elapsed = now - atomic_load_explicit(&s->wr_moved_at, memory_order_relaxed);
+		    atomic_load_explicit(&tb_sock_rare(s)->wr_seen_at, memory_order_relaxed) >=
+			    c.wait_begin)
+			*elapsed = now - atomic_load_explicit(&tb_sock_rare(s)->wr_moved_at,
+							      memory_order_relaxed);
 		break;
 	}
 	}

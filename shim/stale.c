@@ -51,7 +51,7 @@ void tb_stale_sweep_gate(struct tb_gate *g)
 			continue;
 		gen = TB_ST_GEN(tb_sock_word(s));
 		if (atomic_load(&s->has_slot) &&
-		    atomic_load_explicit(&s->gate, memory_order_relaxed) == g &&
+		    atomic_load_explicit(&tb_sock_rare(s)->gate, memory_order_relaxed) == g &&
 		    !tb_foreign_process() && tb_sock_take_if_stale(s, gen, fd))
 			tb_sock_unref(s);
 	}

@@ -37,22 +37,25 @@
 
 /* The timers of the call under way on one socket (indexed by the socket's pool index).
  * Written by the threads that use the socket (the last writer wins, like the socket's own
- * call times, sock.h rule 9), read by the watchdog at a cut: relaxed atomics. 0: not yet. */
+ * call times, sock.h rule 9), read by the watchdog at a cut: relaxed atomics. 0: not yet.
+ * Every governed socket touches its entry, so it holds no copy of the socket's own: the
+ * handshake starts at connect_start, and whether the call's completion was counted is the
+ * socket's call_done. */
 struct call {
 	_Atomic(struct tb_stats_dest *) row; /* its destination's row; NULL: none */
 	/* Call start to handshake start, with a gate; else -1. In ms, as the cut's line shows
-	 * it (its only reader): half a word, beside `done`, instead of a word of its own. */
+	 * it (its only reader): half a word instead of a word of its own. */
 	_Atomic int32_t gate_ms;
-	atomic_bool done;            /* the call's completion was counted */
+	/* The handshake's end, as ms after connect_start + 1, for the cut's line, its only
+	 * reader besides "connected yet?" (the histogram takes the ns at the moment). */
+	_Atomic int32_t connected_ms;
 	_Atomic int64_t begin;       /* the call's start (gate wait included) */
-	_Atomic int64_t connect_at;  /* the handshake's start */
-	_Atomic int64_t connected;   /* the handshake's end */
 	_Atomic int64_t req_at;      /* the first byte of the current request */
 	_Atomic int64_t first_byte;  /* the first byte of its response */
 	_Atomic int64_t last_rx;     /* the last response byte so far */
 };
 
-_Static_assert(sizeof(struct call) == 64, "struct call is 64 bytes for every socket");
+_Static_assert(sizeof(struct call) == 48, "struct call is 48 bytes for every socket");
 
 enum { SEG_NONE, SEG_OPENING, SEG_READY, SEG_FAILED };
 
@@ -450,6 +453,14 @@ static int32_t ms_clamped(int64_t ns)
 	return ms > INT32_MAX ? INT32_MAX : (int32_t)ms;
 }
 
+/* An instant `to` kept as struct call's ms after `from`, plus one (0 stays "not yet"). */
+static int32_t ms_mark(int64_t from, int64_t to)
+{
+	int32_t ms = to > from ? ms_clamped(to - from) : 0;
+
+	return ms < INT32_MAX ? ms + 1 : INT32_MAX;
+}
+
 void tb_stats_call_begin(struct tb_sock *s, int64_t start)
 {
 	struct call *c;
@@ -461,10 +472,9 @@ void tb_stats_call_begin(struct tb_sock *s, int64_t start)
 	i = row_of(&s->dest);
 	at = LOAD(s->connect_start);
 	STORE(c->row, i >= 0 ? &seg->d[i] : NULL);
-	STORE(c->done, false);
+	STORE(s->call_done, false);
 	STORE(c->begin, start < at ? start : at);
-	STORE(c->connect_at, at);
-	STORE(c->connected, 0);
+	STORE(c->connected_ms, 0);
 	STORE(c->req_at, 0);
 	STORE(c->first_byte, 0);
 	STORE(c->last_rx, 0);
@@ -475,32 +485,35 @@ void tb_stats_call_begin(struct tb_sock *s, int64_t start)
 		ADD(seg->other_calls);
 }
 
-static void connected_at(struct call *c, int64_t now)
+/* The handshake counts from connect_start, as the connect phase does: after timebox's own
+ * start-up inside a process's first connect (tb_sock_connect_begins). */
+static void connected_at(struct tb_sock *s, struct call *c, int64_t now)
 {
 	struct tb_stats_dest *r = row_at(c);
+	int64_t at = LOAD(s->connect_start);
 
-	STORE(c->connected, now);
+	STORE(c->connected_ms, ms_mark(at, now));
 	if (r != NULL)
-		tb_hist_record(&r->hist[TB_HIST_CONNECT], now - LOAD(c->connect_at));
+		tb_hist_record(&r->hist[TB_HIST_CONNECT], now - at);
 }
 
 void tb_stats_connected(struct tb_sock *s)
 {
 	struct call *c = call_of(s);
 
-	if (c != NULL && LOAD(c->connected) == 0)
-		connected_at(c, tb_now());
+	if (c != NULL && LOAD(c->connected_ms) == 0)
+		connected_at(s, c, tb_now());
 }
 
 /* A call ends: with EOF, or when a new request follows its response on the socket. */
-static void complete(struct call *c)
+static void complete(struct tb_sock *s, struct call *c)
 {
 	struct tb_stats_dest *r = row_at(c);
 	int64_t end = LOAD(c->last_rx);
 
-	if (LOAD(c->done) || end == 0 || r == NULL)
+	if (LOAD(s->call_done) || end == 0 || r == NULL)
 		return;
-	STORE(c->done, true);
+	STORE(s->call_done, true);
 	ADD(r->completed);
 	tb_hist_record(&r->hist[TB_HIST_CALL], end - LOAD(c->begin));
 }
@@ -512,15 +525,15 @@ void tb_stats_sent(struct tb_sock *s, int64_t now)
 
 	if (c == NULL || (LOAD(c->req_at) != 0 && !response))
 		return; /* more of the same request: nothing to time */
-	if (LOAD(c->connected) == 0)
-		connected_at(c, now); /* a non-blocking connect: it completed by now */
+	if (LOAD(c->connected_ms) == 0)
+		connected_at(s, c, now); /* a non-blocking connect: it completed by now */
 	if (response) { /* a new request on the same connection: a new call */
 		struct tb_stats_dest *row = row_at(c);
 
-		complete(c);
+		complete(s, c);
 		if (row != NULL)
 			ADD(row->calls);
-		STORE(c->done, false);
+		STORE(s->call_done, false);
 		STORE(c->begin, now);
 		STORE(c->first_byte, 0);
 		STORE(c->last_rx, 0);
@@ -536,7 +549,7 @@ int64_t tb_stats_received(struct tb_sock *s, ssize_t r)
 	if (c == NULL)
 		return 0;
 	if (r == 0) {
-		complete(c);
+		complete(s, c);
 		return 0;
 	}
 	now = tb_now();
@@ -595,7 +608,7 @@ void tb_stats_closed(struct tb_sock *s)
 	else
 		answered = false; /* a response cut short, or a session: no call ends here */
 	if (answered)
-		complete(c);
+		complete(s, c);
 }
 
 static int64_t ms_or_none(int64_t from, int64_t to)
@@ -622,7 +635,7 @@ bool tb_stats_cut(struct tb_sock *s, enum tb_phase phase, struct tb_log_timers *
 	now = tb_now();
 	deadline = LOAD(s->call_deadline);
 	t->gate_ms = LOAD(c->gate_ms);
-	t->connect_ms = ms_or_none(LOAD(c->connect_at), LOAD(c->connected));
+	t->connect_ms = LOAD(c->connected_ms) - 1;
 	t->first_byte_ms = ms_or_none(LOAD(c->req_at), LOAD(c->first_byte));
 	t->total_ms = ms_or_none(LOAD(c->begin), now);
 	t->budget_ms = deadline > 0 && deadline < TB_NEVER

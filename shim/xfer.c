@@ -392,9 +392,8 @@ int tb_xfer_wait(struct tb_xfer *x)
 
 /* Publishes the framing's state for the expiry, the watchdog and the next step (sock.h, rule
  * 11); a framing that turned RAW goes back to its pool. Under frame_flag. */
-static unsigned publish(struct tb_sock *s)
+static unsigned publish(struct tb_sock *s, const struct tb_frame *f)
 {
-	const struct tb_frame *f = s->frame;
 	unsigned fs = (unsigned)tb_frame_state(f);
 
 	if (fs == TB_FRAME_AWAITING && tb_frame_answer_begun(f))
@@ -441,20 +440,20 @@ static __attribute__((noinline, cold)) void note_framing_raw(struct tb_sock *s, 
  * The caller holds the framing (its try-flag). */
 static void __attribute__((noinline, cold)) abandon(struct tb_sock *s, int fd)
 {
+	const struct tb_frame *f = tb_sock_framing(s);
 	enum tb_proto was;
 
-	if (s->frame == NULL)
+	if (f == NULL)
 		return; /* RAW already, and published */
-	was = (enum tb_proto)s->frame->proto;
+	was = (enum tb_proto)f->proto;
 	tb_sock_frame_over(s);
 	atomic_store_explicit(&s->frame_state, TB_FRAME_RAW, memory_order_relaxed);
 	note_framing_raw(s, fd, was, "overlap");
 }
 
-/* The bytes of x that moved (r of them, r == 0: the peer closed) through the framing. */
-static unsigned feed_bytes(struct tb_sock *s, const struct tb_xfer *x, size_t r)
+/* The bytes of x that moved (r of them, r == 0: the peer closed) through the framing f. */
+static unsigned feed_bytes(struct tb_frame *f, const struct tb_xfer *x, size_t r)
 {
-	struct tb_frame *f = s->frame;
 	bool rd = x->side == TB_RD;
 	unsigned ev = 0;
 
@@ -477,14 +476,15 @@ static unsigned feed_bytes(struct tb_sock *s, const struct tb_xfer *x, size_t r)
 /* feed's part under the try-flag: feeds and publishes. */
 static unsigned feed_held(struct tb_sock *s, const struct tb_xfer *x, size_t r)
 {
+	struct tb_frame *f = tb_sock_framing(s);
 	uint8_t was;
 	unsigned ev;
 
-	if (s->frame == NULL)
+	if (f == NULL)
 		return 0; /* framing turned RAW since the caller looked: nothing to feed */
-	was = s->frame->proto;
-	ev = feed_bytes(s, x, r);
-	publish(s);
+	was = f->proto;
+	ev = feed_bytes(f, x, r);
+	publish(s, f);
 	if (TB_UNLIKELY(ev & TB_FRAME_EV_RAW))
 		note_framing_raw(s, x->fd, (enum tb_proto)was,
 				 x->buf == NULL && x->iov == NULL && r > 0 ? "unseen" : "unframed");

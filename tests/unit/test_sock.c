@@ -667,30 +667,30 @@ static void test_framing_is_taken_and_given_back(void **state)
 	(void)state;
 	set.protocol = TB_PROTO_RAW;
 	s = tb_sock_new(-1, &set, &d, 1, false, T0);
-	assert_null(s->frame);
+	assert_null(tb_sock_framing(s));
 	assert_int_equal(atomic_load(&s->frame_state) & TB_FS_STATE, TB_FRAME_RAW);
 	tb_sock_unref(s);
 
 	set.protocol = TB_PROTO_AUTO;
 	s = tb_sock_new(-1, &set, &d, 1, false, T0);
-	f = s->frame;
+	f = tb_sock_framing(s);
 	assert_non_null(f);
 	assert_int_equal(atomic_load(&s->frame_state) & TB_FS_STATE, TB_FRAME_UNKNOWN);
 	assert_int_equal(tb_frame_sent(f, "\x01\x02\x03\x04\x05\x06\x07\x08", 8) &
 			 TB_FRAME_EV_RAW, TB_FRAME_EV_RAW);
 	tb_sock_frame_over(s);
-	assert_null(s->frame);
+	assert_null(tb_sock_framing(s));
 	tb_sock_frame_over(s); /* once only: nothing left to give */
 
 	set.protocol = TB_PROTO_TLS;
 	t = tb_sock_new(-1, &set, &d, 1, false, T0);
-	assert_ptr_equal(t->frame, f); /* the free list is a stack */
+	assert_ptr_equal(tb_sock_framing(t), f); /* the free list is a stack */
 	assert_int_equal(tb_frame_proto(f), TB_PROTO_TLS);
 	assert_int_equal(atomic_load(&t->frame_state) & TB_FS_STATE, tb_frame_state(f));
 	tb_sock_unref(s);
 	tb_sock_unref(t); /* the last reference gives the framing back too */
 	t = tb_sock_new(-1, &set, &d, 1, false, T0);
-	assert_ptr_equal(t->frame, f);
+	assert_ptr_equal(tb_sock_framing(t), f);
 	tb_sock_unref(t);
 }
 
