@@ -5,9 +5,9 @@
  * the child a copy of the mutex that nobody would ever unlock: the child's first connect
  * needing a new chunk blocked for ever (a pre-fork server's worker, hung at its first call).
  * The sequence, made certain with a seccomp user notification that holds thread A inside
- * that mmap: A uses up the pool's first chunk (128 connections), then connects once more;
- * while A is held in grow's mmap, the main thread forks; the child connects -> it must
- * complete (the child re-initialises the mutex).
+ * that mmap: A uses up the pool's first chunk (512 connections: sock.c's CHUNK), then
+ * connects once more; while A is held in grow's mmap, the main thread forks; the child
+ * connects -> it must complete (the child re-initialises the mutex).
  */
 #include <linux/audit.h>
 #include <linux/filter.h>
@@ -21,12 +21,13 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "regress.h"
 
-#define CHUNK 128
+#define CHUNK 512 /* sock.c's: when it changed, this program skipped until it followed */
 
 static int port;
 static atomic_int notif_fd = -1;
@@ -106,7 +107,16 @@ int main(int argc, char **argv)
 	int lfd, fd, held = 0, hung = 0;
 	pthread_t ta, tacc;
 
+	struct rlimit lim;
+
 	(void)argc;
+	/* Both ends of a chunk's connections live in this process. */
+	if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < 2 * CHUNK + 64) {
+		lim.rlim_cur = lim.rlim_max < 2 * CHUNK + 64 ? lim.rlim_max : 2 * CHUNK + 64;
+		setrlimit(RLIMIT_NOFILE, &lim);
+	}
+	if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur < 2 * CHUNK + 16)
+		tbr_skip("the fd limit is below both ends of a pool chunk's connections");
 	tbr_preload_self(argv, "TIMEBOX_READ_TIMEOUT=1s", NULL);
 	lfd = tbr_listen(&port);
 	TBR_CHECK(pthread_create(&tacc, NULL, acceptor, &lfd) == 0, "pthread_create");
