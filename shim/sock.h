@@ -114,7 +114,9 @@ struct tb_side_state {
  *     log_pending then names the slot (release, before the cut): whichever thread first
  *     moves it from noted to pending (acquire) - the watchdog after its cut, the woken
  *     thread or the last close in tb_sock_await_log - copies the note, frees the slot,
- *     writes the line and clears log_pending as above.
+ *     writes the line and clears log_pending as above. The claim shows before
+ *     log_pending does: a thread that finds the socket expired and log_pending clear
+ *     waits (bounded) for `busy` to drop, then looks again.
  */
 /* frame_state, the framing as the runtime reads it: enum tb_frame_state in the low bits, and
  * two answers of the framing taken at the last feed (frame.h). */

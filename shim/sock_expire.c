@@ -495,7 +495,12 @@ static void write_note(const struct tb_log_note *n)
 				    timers);
 }
 
-#define LOG_AWAIT_NS (20 * TB_NS_PER_MS)
+/* A line is written with writes that never block (log_sink.c): the bound is for a writer
+ * preempted in the middle of one, or one that never ends it (a thread cancelled there).
+ * 20 ms was too short on a loaded machine: the watchdog, one thread among the dozens a batch
+ * of cuts has just woken, was descheduled longer than that with a line in hand, and the cut
+ * thread reported its error before the line was out. */
+#define LOG_AWAIT_NS (500 * TB_NS_PER_MS)
 
 /* log_pending: 0 written, LOG_PENDING being written, LOG_AWAITED being written and a thread
  * sleeps on it (the writer then wakes it), LOG_NOTED | slot << LOG_SLOT_SHIFT noted in that
@@ -522,6 +527,10 @@ struct noted {
 };
 
 static struct noted noted[NOTED_SLOTS];
+
+/* The socket whose line this thread is writing (or about to): a signal handler that closes
+ * it in the middle must not wait for the line its own thread holds. */
+static __thread struct tb_sock *line_of __attribute__((tls_model("initial-exec")));
 static unsigned noted_next; /* the watchdog's: where to look for a free slot first */
 
 /* The line is out: clears log_pending, and wakes whoever sleeps on it. */
@@ -552,6 +561,7 @@ static struct noted *noted_slot(void)
 static bool take_noted(struct tb_sock *s, unsigned *v)
 {
 	struct noted *n = &noted[*v >> LOG_SLOT_SHIFT];
+	struct tb_sock *outer;
 	struct tb_log_note note;
 
 	/* Acquire: pairs with the expirer's release, after it filled the slot. */
@@ -560,8 +570,11 @@ static bool take_noted(struct tb_sock *s, unsigned *v)
 		return false;
 	note = n->note;
 	atomic_store_explicit(&n->state, SLOT_FREE, memory_order_release);
+	outer = line_of;
+	line_of = s;
 	write_note(&note);
 	log_written(s);
+	line_of = outer;
 	return true;
 }
 
@@ -579,10 +592,28 @@ void tb_sock_noted_fork_child(void)
  */
 void tb_sock_await_log(struct tb_sock *s)
 {
-	unsigned v = atomic_load_explicit(&s->log_pending, memory_order_acquire);
+	unsigned v;
 	int saved = errno;
 	int64_t until = 0;
 
+	if (line_of == s)
+		return; /* the line is this thread's own to finish, below a signal handler */
+	/* The expiry shows before log_pending does: an expirer between its claim and the mark
+	 * holds `busy` (measuring, noting), and a thread that saw the socket expired meanwhile
+	 * (its own wait ended at the limit) would find no line to wait for. Wait for `busy` to
+	 * drop - microseconds, unless the expirer was preempted - then look again: its release
+	 * orders the mark before the drop. */
+	v = atomic_load_explicit(&s->log_pending, memory_order_acquire);
+	while (v == 0 && atomic_load(&s->busy) != 0) {
+		if (until == 0)
+			until = tb_at_after(tb_now(), LOG_AWAIT_NS);
+		else if (tb_now() >= until)
+			break;
+		sched_yield();
+		v = atomic_load_explicit(&s->log_pending, memory_order_acquire);
+	}
+	if (v == 0)
+		v = atomic_load_explicit(&s->log_pending, memory_order_acquire);
 	while (v != 0) {
 		if (v & LOG_NOTED) {
 			if (take_noted(s, &v))
@@ -611,11 +642,13 @@ static int expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_ph
 	int saved = errno;
 	int rc = -1;
 	bool connecting, protects;
+	struct tb_sock *outer = line_of;
 	struct tb_log_note own;
 	struct tb_log_note *note = &own;
 	struct noted *slot = NULL;
 	struct tb_prot_note prot = { .entry = NULL };
 
+	line_of = s;
 	take_busy(s);
 	if (own_fd ? !fd_is_ours(s, gen, fd) : (fd = find_fd(s, gen)) < 0) {
 		rc = own_fd ? -1 : -2;
@@ -704,6 +737,7 @@ out:
 	} else if (rc == -2) {
 		forget_stale_slot(s, gen);
 	}
+	line_of = outer;
 	errno = saved;
 	return rc;
 }

@@ -8,6 +8,14 @@
  * connection to a silent peer, start their reads together (first_byte 300 ms, lines to a
  * file, no rate limit) -> each read fails with ETIMEDOUT, the file then already holds that
  * thread's line (its fd and tid), and in the end it holds exactly 40 lines, one per thread.
+ *
+ * What happened: on a loaded two-core machine one thread's read failed before its line was
+ * in the file. Two ways led there. The woken thread waited at most 20 ms for a line being
+ * written, and the watchdog, one among the 40 threads it had just woken, could be
+ * descheduled longer than that with the line in hand (the bound is 500 ms now: a line's
+ * writes never block). And the expiry shows before its line is marked under way: a thread
+ * whose own wait ended at the limit found the socket expired, no line to wait for, and
+ * reported (it now waits for the expirer's `busy` to drop, then looks again).
  */
 #include <fcntl.h>
 #include <pthread.h>
