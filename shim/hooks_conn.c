@@ -71,8 +71,8 @@ static const struct tb_settings *governable(int fd, const struct sockaddr *sa, s
 
 /*
  * A connection timebox cannot govern goes on natively, and the log says so once per
- * process and cause (tests/regress/sock_pool_oom.c): no memory for the socket (the pool
- * grows by an mmap), or a number past the fd table (sized from the hard RLIMIT_NOFILE at
+ * process and cause (tests/regress/sock_pool_oom.c): no memory for the socket or its
+ * framing (each pool grows by an mmap; regress/frame_pool_oom.c), or a number past the fd table (sized from the hard RLIMIT_NOFILE at
  * start-up). Later ones are as ungoverned, and silent.
  */
 static void say_ungoverned(int fd, bool no_memory)
@@ -84,8 +84,8 @@ static void say_ungoverned(int fd, bool no_memory)
 		return;
 	if (no_memory)
 		snprintf(body, sizeof(body), "event=error what=sock_pool fd=%d error=\"no memory "
-			 "for a governed socket; this connection and any other that finds none "
-			 "are not governed\"", fd);
+			 "for a governed socket or its framing; this connection and any other "
+			 "that finds none are not governed\"", fd);
 	else
 		snprintf(body, sizeof(body), "event=error what=fd_table fd=%d error=\"the number "
 			 "is past the fd table (RLIMIT_NOFILE raised after start-up); sockets "

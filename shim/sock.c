@@ -177,8 +177,7 @@ out:
 }
 
 /* A framing for a new connection speaking `proto`: its index + 1 (struct tb_sock's frame);
- * 0 when memory is exhausted (the connection is then raw from the start: the system-call
- * rules govern it). */
+ * 0 when memory is exhausted (the connection then goes ungoverned, as without a socket). */
 static uint32_t frame_take(enum tb_proto proto)
 {
 	struct tb_frame_entry *e;
@@ -234,11 +233,18 @@ struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct 
 			    uint64_t ino, bool nonblock, int64_t now)
 {
 	struct tb_sock *s;
-	uint32_t gen;
+	uint32_t gen, frame = 0;
 
 	while ((s = pop_free()) == NULL)
 		if (grow() < 0)
 			return NULL;
+	/* No framing, no governing: raw rules on a framed protocol would cut a keep-alive
+	 * connection's idle wait, which its framing lets be (regress/frame_pool_oom). */
+	if (set->protocol != TB_PROTO_RAW &&
+	    (frame = frame_take((enum tb_proto)set->protocol)) == 0) {
+		push_free(s);
+		return NULL;
+	}
 	gen = TB_ST_GEN(atomic_load(&s->state)) + 1;
 	atomic_store_explicit(&s->refs, 1, memory_order_relaxed);
 	atomic_store_explicit(&s->fd, fd, memory_order_relaxed);
@@ -256,7 +262,7 @@ struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct 
 	side_reset(&s->side[TB_RD]);
 	side_reset(&s->side[TB_WR]);
 	atomic_store_explicit(&s->has_slot, false, memory_order_relaxed);
-	s->frame = set->protocol == TB_PROTO_RAW ? 0 : frame_take((enum tb_proto)set->protocol);
+	s->frame = frame;
 	atomic_store_explicit(&s->frame_flag, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->frame_state,
 			      (unsigned char)(s->frame != 0 ? tb_frame_state(tb_sock_framing(s))

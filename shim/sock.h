@@ -227,7 +227,8 @@ static inline int64_t tb_at_after(int64_t start, int64_t d)
 
 /*
  * Takes a socket from the pool for `fd`, in state CONNECTING with one reference.
- * Returns NULL when memory is exhausted (the fd then stays ungoverned).
+ * Returns NULL when memory is exhausted, for the socket or for the framing its protocol
+ * needs (the fd then stays ungoverned).
  */
 struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct tb_dest *d,
 			    uint64_t ino, bool nonblock, int64_t now);
