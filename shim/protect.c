@@ -196,6 +196,7 @@ static struct prot_state *attach_shared(struct entry *e, int64_t now)
 			goto fail;
 		}
 	}
+	/* Reached only under insert_lock (entry_of), which a handler above it does not take. */
 	pthread_mutex_lock(&shared_lock);
 	e->next_shared = shared_entries;
 	shared_entries = e;
@@ -237,13 +238,43 @@ static void entry_init(struct entry *e, const struct tb_dest *d, const struct tb
 	}
 }
 
-/* The destination's lock. A process that died holding a shared one leaves it to us: its
- * update may be half done, which the state machines survive (counts, times), and the
- * breaker is never left stuck. */
-static void lock(struct entry *e)
+/* The locks this thread holds (HELD_*). A signal handler that makes a governed call of its
+ * own comes back here; had it waited for a lock its own thread holds below it, the thread
+ * would hang for good. It takes none of those: its call is left out (take fails). The
+ * handler leaves the bits as it found them, so the interrupted |= and &= are safe. */
+enum { HELD_INSERT = 1, HELD_ENTRY = 2 };
+static __thread unsigned char held __attribute__((tls_model("initial-exec")));
+
+static bool take(pthread_mutex_t *m, unsigned bit)
 {
-	if (pthread_mutex_lock(&e->st->lock) == EOWNERDEAD)
-		pthread_mutex_consistent(&e->st->lock);
+	if (held & bit)
+		return false;
+	held |= bit;
+	atomic_signal_fence(memory_order_seq_cst);
+	/* A process that died holding a shared lock leaves it to us: its update may be half
+	 * done, which the state machines survive (counts, times), and the breaker is never
+	 * left stuck. */
+	if (pthread_mutex_lock(m) == EOWNERDEAD)
+		pthread_mutex_consistent(m);
+	return true;
+}
+
+static void give(pthread_mutex_t *m, unsigned bit)
+{
+	pthread_mutex_unlock(m);
+	atomic_signal_fence(memory_order_seq_cst);
+	held &= ~bit;
+}
+
+/* The destination's lock; false in a handler that interrupted its thread's own update. */
+static bool lock(struct entry *e)
+{
+	return take(&e->st->lock, HELD_ENTRY);
+}
+
+static void unlock(struct entry *e)
+{
+	give(&e->st->lock, HELD_ENTRY);
 }
 
 /* The entry of d, created with set on first use; NULL when the table is full or memory
@@ -263,7 +294,10 @@ static struct entry *entry_of(const struct tb_dest *d, const struct tb_settings 
 			return e;
 		}
 	}
-	pthread_mutex_lock(&insert_lock);
+	if (!take(&insert_lock, HELD_INSERT)) {
+		*index = 0;
+		return NULL; /* a handler, above this thread's own insertion: unprotected */
+	}
 	i = hash_dest(d);
 	for (unsigned n = 0; n < TABLE_SIZE; n++, i = (i + 1) & (TABLE_SIZE - 1)) {
 		e = atomic_load_explicit(&table[i], memory_order_acquire);
@@ -280,7 +314,7 @@ static struct entry *entry_of(const struct tb_dest *d, const struct tb_settings 
 	}
 	e = NULL;
 out:
-	pthread_mutex_unlock(&insert_lock);
+	give(&insert_lock, HELD_INSERT);
 	if (e == NULL && !atomic_exchange(&said_full, true))
 		tb_log_error("event=error what=protect_table error=\"more than 1024 protected "
 			     "destinations, or no memory\" effect=\"connects to further "
@@ -430,7 +464,10 @@ int tb_prot_admit(const struct tb_settings *set, const struct tb_dest *d, int fd
 	e = entry_of(d, set, now, &t->entry);
 	if (e == NULL)
 		return 0;
-	lock(e);
+	if (!lock(e)) {
+		t->entry = 0; /* a handler, above this thread's own update: not counted */
+		return 0;
+	}
 	if (e->breaker_on) {
 		enum tb_breaker_change ch = TB_BREAKER_SAME;
 
@@ -474,7 +511,7 @@ int tb_prot_admit(const struct tb_settings *set, const struct tb_dest *d, int fd
 	}
 	if (e->auto_on && tb_adaptive_tick(&e->st->ad, &e->ac, now))
 		atomic_store_explicit(&e->st->limit, tb_adaptive_limit(&e->st->ad), memory_order_relaxed);
-	pthread_mutex_unlock(&e->st->lock);
+	unlock(e);
 	say_change(e, &note);
 	if (refused == NULL)
 		return 0;
@@ -528,11 +565,10 @@ void tb_prot_drop(const struct tb_prot_ticket *t)
 {
 	struct entry *e = entry_at(t->entry);
 
-	if (e == NULL || t->bt.probe < 0)
-		return;
-	lock(e);
+	if (e == NULL || t->bt.probe < 0 || !lock(e))
+		return; /* no lock: the probe's place times out as a dead probe's does */
 	tb_breaker_forget(&e->st->br, &t->bt);
-	pthread_mutex_unlock(&e->st->lock);
+	unlock(e);
 }
 
 /* The call's one outcome: failed, or answered with latency rtt (-1: unknown). */
@@ -547,7 +583,15 @@ static void record_at(struct entry *e, struct call *c, bool failed, const char *
 	int limit = 0;
 	int64_t min_rtt = 0;
 
-	lock(e);
+	if (!lock(e)) {
+		/* A handler, above this thread's own update: the outcome is not counted. */
+		atomic_store_explicit(&c->ticket, ticket_pack(&(struct tb_breaker_ticket){
+							  .period = t.period, .probe = -1 }),
+				      memory_order_relaxed);
+		if (out != NULL)
+			*out = note;
+		return;
+	}
 	if (e->breaker_on)
 		note_change(e, tb_breaker_record(&e->st->br, &e->bc, now, &t, failed), now, reason,
 			    &note);
@@ -571,7 +615,7 @@ static void record_at(struct entry *e, struct call *c, bool failed, const char *
 		min_rtt = e->st->ad.min_rtt;
 		atomic_store_explicit(&e->st->min_rtt, min_rtt, memory_order_relaxed);
 	}
-	pthread_mutex_unlock(&e->st->lock);
+	unlock(e);
 	/* The probe's place is the ticket's no more, whatever the breaker made of it. */
 	atomic_store_explicit(&c->ticket, ticket_pack(&(struct tb_breaker_ticket){
 						  .period = t.period, .probe = -1 }),
@@ -705,9 +749,10 @@ void tb_prot_closed(struct tb_sock *s)
 	t = ticket_unpack(atomic_load_explicit(&c->ticket, memory_order_relaxed));
 	atomic_store_explicit(&c->entry, 0, memory_order_relaxed);
 	if (t.probe >= 0 && atomic_load_explicit(&c->outcome, memory_order_relaxed) == 0) {
-		lock(e);
-		tb_breaker_forget(&e->st->br, &t);
-		pthread_mutex_unlock(&e->st->lock);
+		if (lock(e)) { /* or the probe's place times out as a dead probe's does */
+			tb_breaker_forget(&e->st->br, &t);
+			unlock(e);
+		}
 	}
 }
 
@@ -734,6 +779,7 @@ void tb_prot_each(void (*fn)(void *ctx, const struct tb_dest *d,
 
 void tb_prot_fork_child(void)
 {
+	held = 0; /* a fork from a handler above a locked update: the locks are new below */
 	pthread_mutex_init(&insert_lock, NULL);
 	pthread_mutex_init(&shared_lock, NULL);
 	for (unsigned i = 0; i < TABLE_SIZE; i++) {
