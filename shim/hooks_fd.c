@@ -64,8 +64,8 @@ static void drop(struct tb_sock *s)
  * for it before the number is released to the kernel (microseconds at most). */
 static void quiesce(struct tb_sock *s)
 {
-	while (s != NULL && atomic_load(&s->busy))
-		sched_yield();
+	if (s != NULL)
+		tb_sock_quiesce(s);
 }
 
 /*

@@ -322,8 +322,7 @@ void tb_sock_unref(struct tb_sock *s)
 
 	/* The watchdog may be between its identity check and shutdown() on this fd: the fd
 	 * number must not be released (and reused) until it is done. Microseconds at most. */
-	while (atomic_load(&s->busy))
-		sched_yield();
+	tb_sock_quiesce(s);
 	if (atomic_fetch_sub(&s->refs, 1) != 1)
 		return;
 	tb_sock_await_log(s); /* a program may close a cut socket and exit at once */
