@@ -24,7 +24,7 @@ THREADS, SECS, READ_TIMEOUT_MS = 50, 8, 250
 # Between two calls a legacy program does some work; a failed call is retried at once, but
 # for 2 ms: a connect refused at once must not spin 50 threads on a 2-core machine.
 THINK_MS, RETRY_PAUSE_MS = 10, 2
-# The breaker column's settings (the runtime of issue 19).
+# The breaker column's settings.
 BREAKER_FAILURES, BREAKER_OPEN_MS, BREAKER_PROBES = 5, 1000, 1
 BREAKER = {"TIMEBOX_BREAKER_FAILURES": BREAKER_FAILURES,
            "TIMEBOX_BREAKER_OPEN": "%dms" % BREAKER_OPEN_MS,

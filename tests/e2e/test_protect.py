@@ -1,4 +1,4 @@
-"""The downstream's protection, end to end (issue 19): the seed's storm with and without the
+"""The downstream's protection, end to end: the seed's storm with and without the
 circuit breaker, the retry budget against a program's own retries, the gate that sizes
 itself, and a healthy downstream that must never open the breaker.
 
@@ -24,7 +24,7 @@ def require_runtime(run, what):
     column measured nothing of what it is about."""
     if run.config_errors:
         raise AssertionError(
-            "%s: this build of timebox does not know its settings (issue 19's runtime is "
+            "%s: this build of timebox does not know its settings (the breaker's runtime is "
             "not in it?): %s" % (what, "; ".join("%s=%s: %s" % (r.get("name"), r.get("value"),
                                                                r.get("error"))
                                                  for r in run.config_errors)))
@@ -37,7 +37,7 @@ def test_storm_three_columns():
     storm.print_storm(columns)
     by = dict(columns)
 
-    # Without the breaker (these two columns need nothing of issue 19): the downstream
+    # Without the breaker (these two columns need nothing of the breaker): the downstream
     # takes a handshake per thread every read timeout for the whole stall, and the caller
     # is back at once after it.
     for name in ("no timebox", "timeouts only"):
