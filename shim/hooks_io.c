@@ -466,3 +466,69 @@ TB_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	}
 	return governed_sendmsg(s, fd, msg, flags);
 }
+
+/*
+ * recvmmsg and sendmmsg on a governed stream socket: one transfer, as recvmsg's or
+ * sendmsg's, whose bytes (the messages' msg_len, summed) the framing does not see: it
+ * counts them inside a body it is skipping and gives up on the connection anywhere else.
+ * The program sees the count of messages. No message asked for: nothing moves, libc's
+ * own call.
+ */
+static size_t mmsg_bytes(const struct mmsghdr *v, int r)
+{
+	size_t b = 0;
+
+	for (int i = 0; i < r; i++)
+		b += v[i].msg_len;
+	return b;
+}
+
+static TB_SLOW int governed_recvmmsg(struct tb_sock *s, int fd, struct mmsghdr *v, unsigned int n,
+				     tb_mmsg_flags flags, struct timespec *t)
+{
+	struct tb_xfer x;
+	int r;
+
+	if (tb_xfer_begin(&x, s, fd, TB_RD, flags & MSG_DONTWAIT) < 0)
+		return -1;
+	x.sigpipe = false;
+	x.peek = flags & MSG_PEEK;
+	tb_xfer_data(&x, NULL, NULL, 0);
+	r = tb_real.recvmmsg(fd, v, n, flags, t);
+	/* One message of no bytes is the end of the stream (a cut reads as one too). */
+	return tb_xfer_end(&x, r < 0 ? -1 : (ssize_t)mmsg_bytes(v, r)) < 0 ? -1 : r;
+}
+
+TB_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, tb_mmsg_flags flags,
+		       struct timespec *t)
+{
+	struct tb_sock *s = tb_fd_sock(fd);
+
+	if (TB_LIKELY(s == NULL) || n == 0 || v == NULL)
+		return tb_real.recvmmsg(fd, v, n, flags, t);
+	return governed_recvmmsg(s, fd, v, n, flags, t);
+}
+
+static TB_SLOW int governed_sendmmsg(struct tb_sock *s, int fd, struct mmsghdr *v, unsigned int n,
+				     tb_mmsg_flags flags)
+{
+	struct tb_xfer x;
+	int r;
+
+	if (tb_xfer_begin(&x, s, fd, TB_WR, flags & MSG_DONTWAIT) < 0)
+		return -1;
+	x.sigpipe = !(flags & MSG_NOSIGNAL);
+	x.peek = false;
+	tb_xfer_data(&x, NULL, NULL, 0);
+	r = tb_real.sendmmsg(fd, v, n, flags | MSG_NOSIGNAL);
+	return tb_xfer_end(&x, r < 0 ? -1 : (ssize_t)mmsg_bytes(v, r)) < 0 ? -1 : r;
+}
+
+TB_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, tb_mmsg_flags flags)
+{
+	struct tb_sock *s = tb_fd_sock(fd);
+
+	if (TB_LIKELY(s == NULL) || n == 0 || v == NULL)
+		return tb_real.sendmmsg(fd, v, n, flags);
+	return governed_sendmmsg(s, fd, v, n, flags);
+}

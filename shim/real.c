@@ -104,6 +104,10 @@ ENTRY(ssize_t, recvmsg, (int fd, struct msghdr *m, int f), (fd, m, f),
       syscall(SYS_recvmsg, fd, m, f))
 ENTRY(ssize_t, sendmsg, (int fd, const struct msghdr *m, int f), (fd, m, f),
       syscall(SYS_sendmsg, fd, m, f))
+ENTRY(int, recvmmsg, (int fd, struct mmsghdr *v, unsigned int n, tb_mmsg_flags f,
+		     struct timespec *t), (fd, v, n, f, t), syscall(SYS_recvmmsg, fd, v, n, f, t))
+ENTRY(int, sendmmsg, (int fd, struct mmsghdr *v, unsigned int n, tb_mmsg_flags f),
+      (fd, v, n, f), syscall(SYS_sendmmsg, fd, v, n, f))
 ENTRY(int, poll, (struct pollfd *p, nfds_t n, int t), (p, n, t), sys_poll(p, n, t))
 ENTRY(int, ppoll, (struct pollfd *p, nfds_t n, const struct timespec *t, const sigset_t *s),
       (p, n, t, s), syscall(SYS_ppoll, p, n, t, s, _NSIG / 8))
@@ -228,6 +232,7 @@ struct tb_real tb_real = {
 	.read = boot_read, .write = boot_write, .readv = boot_readv, .writev = boot_writev,
 	.recv = boot_recv, .send = boot_send, .recvfrom = boot_recvfrom,
 	.sendto = boot_sendto, .recvmsg = boot_recvmsg, .sendmsg = boot_sendmsg,
+	.recvmmsg = boot_recvmmsg, .sendmmsg = boot_sendmmsg,
 	.poll = boot_poll, .ppoll = boot_ppoll, .select = boot_select,
 	.pselect = boot_pselect, .connect = boot_connect, .socket = boot_socket,
 	.accept = boot_accept, .accept4 = boot_accept4, .getsockopt = boot_getsockopt,
@@ -388,6 +393,8 @@ static TB_BINDER void bind_all(void)
 	BIND(sendto);
 	BIND(recvmsg);
 	BIND(sendmsg);
+	BIND(recvmmsg);
+	BIND(sendmmsg);
 	BIND(poll);
 	BIND(ppoll);
 	BIND(select);

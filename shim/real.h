@@ -29,6 +29,13 @@
 #undef fread_unlocked
 #undef fwrite_unlocked
 
+/* The flags of recvmmsg and sendmmsg: int in glibc, unsigned int in musl. */
+#ifdef __GLIBC__
+typedef int tb_mmsg_flags;
+#else
+typedef unsigned int tb_mmsg_flags;
+#endif
+
 struct tb_real {
 	ssize_t (*read)(int, void *, size_t);
 	ssize_t (*write)(int, const void *, size_t);
@@ -40,6 +47,8 @@ struct tb_real {
 	ssize_t (*sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
 	ssize_t (*recvmsg)(int, struct msghdr *, int);
 	ssize_t (*sendmsg)(int, const struct msghdr *, int);
+	int (*recvmmsg)(int, struct mmsghdr *, unsigned int, tb_mmsg_flags, struct timespec *);
+	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, tb_mmsg_flags);
 	int (*poll)(struct pollfd *, nfds_t, int);
 	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
 	int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
