@@ -58,27 +58,6 @@ static void close_in_handler(int sig)
 	errno = saved;
 }
 
-/* Fails the program when no round ends for 5 s: the thread hangs. */
-static void *watcher(void *arg)
-{
-	int last = -1;
-
-	(void)arg;
-	for (;;) {
-		int now;
-
-		tbt_sleep_ms(5000);
-		now = atomic_load(&rounds);
-		if (now == last) {
-			fprintf(stderr, "FAIL: no round ended for 5 s (at %d of %d; closed in poll "
-				"%d): the thread hangs\n", now, ROUNDS, atomic_load(&closed_in_poll));
-			_exit(1);
-		}
-		last = now;
-	}
-	return NULL;
-}
-
 static void spin_ms(double ms)
 {
 	double until = tbt_now_ms() + ms;
@@ -128,7 +107,6 @@ int main(int argc, char **argv)
 	struct itimerval off = { { 0, 0 }, { 0, 0 } };
 	struct sigaction sa;
 	sigset_t alrm;
-	pthread_t w;
 	int lfd, port;
 
 	(void)argc;
@@ -139,7 +117,7 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &alrm, NULL);
 	lfd = tbr_listen(&port);
 	tbr_serve_each(lfd, silent);
-	TBR_CHECK(pthread_create(&w, NULL, watcher, NULL) == 0, "pthread_create");
+	tbr_watch(&rounds, ROUNDS, "round");
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = close_in_handler;
 	sa.sa_flags = SA_RESTART;

@@ -20,19 +20,6 @@ static int lfd, port;
 static atomic_int waiter_tid;
 static int waiter_rc, waiter_err;
 
-static void *echo(void *arg)
-{
-	int fd = (int)(intptr_t)arg;
-	char buf[256];
-	ssize_t n;
-
-	while ((n = read(fd, buf, sizeof(buf))) > 0)
-		if (write(fd, buf, (size_t)n) != n)
-			break;
-	close(fd);
-	return NULL;
-}
-
 static void *waiter(void *arg)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
@@ -59,7 +46,7 @@ int main(int argc, char **argv)
 			 "TIMEBOX_READ_TIMEOUT=2s", NULL);
 	lfd = tbr_listen(&port);
 	a.sin_port = htons((uint16_t)port);
-	tbr_serve_each(lfd, echo);
+	tbr_serve_each(lfd, tbr_echo);
 	fd = tbr_connect(port);
 
 	pthread_create(&t, NULL, waiter, NULL);

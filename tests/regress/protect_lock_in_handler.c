@@ -28,19 +28,6 @@
 static int lfd, port, hfd = -1;
 static atomic_int handler_ok, handler_bad, done_main;
 
-static void *echo(void *arg)
-{
-	int fd = (int)(intptr_t)arg;
-	char buf[256];
-	ssize_t n;
-
-	while ((n = read(fd, buf, sizeof(buf))) > 0)
-		if (write(fd, buf, (size_t)n) != n)
-			break;
-	close(fd);
-	return NULL;
-}
-
 static void exchange_in_handler(int sig)
 {
 	int saved = errno;
@@ -54,35 +41,12 @@ static void exchange_in_handler(int sig)
 	errno = saved;
 }
 
-/* Fails the program when the main thread completes no exchange for 5 s: it hangs. */
-static void *watcher(void *arg)
-{
-	int last = -1;
-
-	(void)arg;
-	for (;;) {
-		int now;
-
-		tbt_sleep_ms(5000);
-		now = atomic_load(&done_main);
-		if (now == last) {
-			fprintf(stderr, "FAIL: no exchange completed for 5 s (at %d of %d; handler "
-				"exchanges %d): the thread hangs\n", now, EXCHANGES,
-				atomic_load(&handler_ok));
-			_exit(1);
-		}
-		last = now;
-	}
-	return NULL;
-}
-
 int main(int argc, char **argv)
 {
 	struct sigaction sa;
 	sigset_t alrm;
 	struct itimerval it = { .it_value = { 0, 100 }, .it_interval = { 0, 100 } };
 	struct itimerval off = { { 0, 0 }, { 0, 0 } };
-	pthread_t w;
 	char buf[16];
 	int a;
 	ssize_t r;
@@ -95,10 +59,10 @@ int main(int argc, char **argv)
 	sigaddset(&alrm, SIGALRM);
 	pthread_sigmask(SIG_BLOCK, &alrm, NULL);
 	lfd = tbr_listen(&port);
-	tbr_serve_each(lfd, echo);
+	tbr_serve_each(lfd, tbr_echo);
 	a = tbr_connect(port);
 	hfd = tbr_connect(port);
-	TBR_CHECK(pthread_create(&w, NULL, watcher, NULL) == 0, "pthread_create");
+	tbr_watch(&done_main, EXCHANGES, "exchange");
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = exchange_in_handler;
 	sa.sa_flags = SA_RESTART;

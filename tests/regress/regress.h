@@ -11,10 +11,12 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,4 +212,74 @@ static inline void *tbr_drainer(void *arg)
 	return NULL;
 }
 
+/* A per-connection server body for tbr_serve_each: echoes every chunk until end of file. */
+static inline void *tbr_echo(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	char buf[256];
+	ssize_t n;
+
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		if (write(fd, buf, (size_t)n) != n)
+			break;
+	close(fd);
+	return NULL;
+}
+
+/* A hang detector: fails the program (exit 1) when *done has not moved for 5 s, naming
+ * `what` and *done of total. */
+struct tbr_watch {
+	atomic_int *done;
+	int total;
+	const char *what;
+};
+
+static inline void *tbr_watcher(void *arg)
+{
+	const struct tbr_watch *wt = arg;
+	int last = -1;
+
+	for (;;) {
+		int now;
+
+		tbt_sleep_ms(5000);
+		now = atomic_load(wt->done);
+		if (now == last) {
+			fprintf(stderr, "FAIL: no %s ended for 5 s (at %d of %d): the thread "
+				"hangs\n", wt->what, now, wt->total);
+			_exit(1);
+		}
+		last = now;
+	}
+	return NULL;
+}
+
+static inline void tbr_watch(atomic_int *done, int total, const char *what)
+{
+	static struct tbr_watch wt;
+	pthread_t t;
+
+	wt = (struct tbr_watch){ done, total, what };
+	TBR_CHECK(pthread_create(&t, NULL, tbr_watcher, &wt) == 0, "pthread_create");
+	pthread_detach(t);
+}
+
+/* The process's mapped size in bytes (VmSize), or 0. */
+static inline unsigned long long tbr_vm_size(void)
+{
+	static char buf[4096];
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	const char *p;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strstr(buf, "VmSize:");
+	return p != NULL ? strtoull(p + 7, NULL, 10) * 1024 : 0;
+}
+
 #endif
+

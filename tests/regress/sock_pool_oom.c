@@ -43,23 +43,6 @@ static void *peer(void *arg)
 	}
 }
 
-/* The process's mapped size in bytes (VmSize), or 0. */
-static unsigned long long vm_size(void)
-{
-	static char buf[4096];
-	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-	const char *p;
-
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	p = strstr(buf, "VmSize:");
-	return p != NULL ? strtoull(p + 7, NULL, 10) * 1024 : 0;
-}
-
 int main(int argc, char **argv)
 {
 	static char log_kv[80], log[16384];
@@ -91,7 +74,7 @@ int main(int argc, char **argv)
 		held[i] = tbr_connect(port);
 	TBR_CHECK(getrlimit(RLIMIT_AS, &was) == 0, "getrlimit: %s", strerror(errno));
 	lim = was;
-	lim.rlim_cur = vm_size() + 16384; /* the soft limit only: it goes back up after */
+	lim.rlim_cur = tbr_vm_size() + 16384; /* the soft limit only: it goes back up after */
 	TBR_CHECK(lim.rlim_cur > 16384, "cannot read VmSize");
 	TBR_CHECK(setrlimit(RLIMIT_AS, &lim) == 0, "setrlimit(RLIMIT_AS): %s", strerror(errno));
 	for (int k = 0; k < 2; k++) {
