@@ -54,9 +54,8 @@ struct tb_side_state {
  *     a governed fd wait for it to be zero between untracking the number and giving it
  *     back to the kernel (Dekker: seq_cst on both sides). Nothing that can block - the
  *     log line above all - is done while it is raised. A signal handler that closes the
- *     socket above its own thread's expiry does not wait (that expiry cannot end first);
- *     the expiry checks the slot again just before it cuts, and leaves a number that is
- *     no longer the socket's alone (tb_sock_quiesce).
+ *     socket above its own thread's expiry does not wait (that expiry cannot end first):
+ *     it marks the expiry, which then leaves the number alone (tb_sock_quiesce).
  * (4) `fd` and each side's `waiter_tid` are hints, written by every wait (relaxed): the fd
  *     of the last wait through any fd of the socket, the thread of the last wait on the side. They are never trusted: the watchdog
  *     verifies `fd` under `busy`, and when it no longer names the socket, looks for another
@@ -256,8 +255,8 @@ void tb_sock_slot_fd_moved(int from, int to);
 void tb_sock_unref(struct tb_sock *s);
 
 /* Waits while an expiry is under way on s (`busy`, rule 3) - unless it is this thread's
- * own, below a signal handler that closes s: that one cannot end before we return, and
- * it leaves the number alone once it finds the slot gone. Microseconds at most. */
+ * own, below a signal handler that closes s: that one cannot end before we return; it is
+ * marked instead, and leaves the number alone. Microseconds at most. */
 void tb_sock_quiesce(struct tb_sock *s);
 
 static inline uint32_t tb_sock_word(struct tb_sock *s)

@@ -405,59 +405,84 @@ static void cut_connect(int fd)
 	cut(fd);
 }
 
-/* The expiries under way on this thread, innermost first: a signal handler above one
- * must not wait for it (tb_sock_quiesce). Each lives in its taker's stack frame. */
-struct busy_frame {
-	struct tb_sock *s;
-	struct busy_frame *up;
-};
-static __thread struct busy_frame *busy_here __attribute__((tls_model("initial-exec")));
+/* The expiry under way on this thread, for a signal handler above it, which must not wait
+ * for it (tb_sock_quiesce): its socket, and its taker's frame address | BUSY_CLOSED once
+ * such a handler closed the socket. One, in two words: the library's thread-locals live in
+ * the static TLS that a dlopen of it must find room in (regress/dlopen_library). A nested
+ * expiry (a handler's own, above it) is not recorded; a record a siglongjmp abandoned is
+ * told by its frame, at or below a later taker's. */
+#define BUSY_CLOSED 1u
+static __thread struct tb_sock *busy_sock __attribute__((tls_model("initial-exec")));
+static __thread uintptr_t busy_sp __attribute__((tls_model("initial-exec")));
 
 /* Raises `busy`: from here until drop_busy, close() of any fd of s waits before it gives
  * the number back to the kernel. Dekker with tb_fd_take + quiesce in close: either close
  * sees busy and waits, or we see its slot already cleared (fd_is_ours fails). The seq_cst
  * read-modify-write orders the raise before slot_is's seq_cst load (no fence: ThreadSanitizer
- * does not model fences). The frame is on this thread's list before the raise, so that a
- * handler that sees the raise also sees whose it is. */
-static void take_busy(struct tb_sock *s, struct busy_frame *f)
+ * does not model fences). The record is written before the raise, so that a handler that
+ * sees the raise also sees whose it is. True: the record is this expiry's (for drop_busy). */
+static bool take_busy(struct tb_sock *s)
 {
-	f->s = s;
-	f->up = busy_here;
-	busy_here = f;
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0) & ~(uintptr_t)BUSY_CLOSED;
+	bool mine = busy_sock == NULL || (busy_sp & ~(uintptr_t)BUSY_CLOSED) <= sp;
+
+	/* A handler between these stores finds no record and may write its own: once
+	 * busy_sock is ours, none does, and a frame that is not ours is written again. */
+	if (mine) {
+		do {
+			busy_sock = NULL;
+			atomic_signal_fence(memory_order_seq_cst);
+			busy_sp = sp;
+			atomic_signal_fence(memory_order_seq_cst);
+			busy_sock = s;
+			atomic_signal_fence(memory_order_seq_cst);
+		} while ((busy_sp & ~(uintptr_t)BUSY_CLOSED) != sp);
+	}
 	atomic_signal_fence(memory_order_seq_cst);
 	atomic_fetch_add(&s->busy, 1);
+	return mine;
 }
 
-static void drop_busy(struct tb_sock *s, struct busy_frame *f)
+static void drop_busy(struct tb_sock *s, bool mine)
 {
 	atomic_fetch_sub(&s->busy, 1);
 	atomic_signal_fence(memory_order_seq_cst);
-	busy_here = f->up;
+	if (mine)
+		busy_sock = NULL;
+}
+
+/* A handler above this expiry (mine) closed its socket: the number is not ours to cut. */
+static bool closed_above(bool mine)
+{
+	atomic_signal_fence(memory_order_seq_cst);
+	return mine && (busy_sp & BUSY_CLOSED);
 }
 
 void tb_sock_quiesce(struct tb_sock *s)
 {
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+
 	while (atomic_load(&s->busy) != 0) {
 		/* A handler above this thread's own expiry of s: that one goes on only once we
-		 * return. It finds the slot gone before it cuts (expire, tb_sock_mark_expired). */
-		for (const struct busy_frame *f = busy_here; f != NULL; f = f->up)
-			if (f->s == s)
-				return;
+		 * return. It sees the mark before it cuts (expire, tb_sock_mark_expired). */
+		if (busy_sock == s && (busy_sp & ~(uintptr_t)BUSY_CLOSED) > sp) {
+			busy_sp |= BUSY_CLOSED;
+			return;
+		}
 		sched_yield();
 	}
 }
 
 bool tb_sock_take_if_stale(struct tb_sock *s, uint32_t gen, int fd)
 {
-	struct busy_frame f;
-	bool stale = false;
+	bool stale = false, b;
 
 	/* Under `busy`, as an expiry: the number cannot be given back to the kernel by a close
 	 * under way, nor the entry freed, while we look (sock.h, rule 3). Without it, a sweep
 	 * that read the table before a close could find the entry reused by another thread's
 	 * new connect on the same number, see the old inode, and take the live socket
 	 * (regress/gate_sweep_reuse). */
-	take_busy(s, &f);
+	b = take_busy(s);
 	if (slot_is(fd, s) && TB_ST_GEN(tb_sock_word(s)) == gen && !fd_is_ours(s, gen, fd))
 		stale = tb_fd_take_if(fd, s);
 	/* A generation that moved since the check: not the socket looked at. Give it back. */
@@ -465,22 +490,20 @@ bool tb_sock_take_if_stale(struct tb_sock *s, uint32_t gen, int fd)
 		tb_fd_set(fd, s);
 		stale = false;
 	}
-	drop_busy(s, &f);
+	drop_busy(s, b);
 	return stale;
 }
 
 bool tb_sock_mark_expired(struct tb_sock *s, uint32_t gen, enum tb_phase phase, int fd)
 {
-	struct busy_frame f;
-	bool done = false;
+	bool done = false, b = take_busy(s);
 
-	take_busy(s, &f);
 	if (fd_is_ours(s, gen, fd) && claim_expiry(s, gen, phase)) {
-		if (slot_is(fd, s)) /* not closed by a handler since (tb_sock_quiesce) */
+		if (!closed_above(b))
 			cut(fd);
 		done = true;
 	}
-	drop_busy(s, &f);
+	drop_busy(s, b);
 	return done;
 }
 
@@ -677,10 +700,10 @@ static int expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_ph
 	struct tb_log_note *note = &own;
 	struct noted *slot = NULL;
 	struct tb_prot_note prot = { .entry = NULL };
-	struct busy_frame busy;
+	bool busy;
 
 	line_of = s;
-	take_busy(s, &busy);
+	busy = take_busy(s);
 	if (own_fd ? !fd_is_ours(s, gen, fd) : (fd = find_fd(s, gen)) < 0) {
 		rc = own_fd ? -1 : -2;
 		goto out;
@@ -745,8 +768,8 @@ static int expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_ph
 	if (__builtin_expect(protects, 0))
 		tb_prot_cut(s, &prot);
 	rc = 1;
-	if (!slot_is(fd, s))
-		; /* closed by a handler above us since (tb_sock_quiesce): its number is not ours */
+	if (closed_above(busy))
+		; /* a handler above us closed it (tb_sock_quiesce): its number is not ours */
 	else if (connecting)
 		cut_connect(fd);
 	else if (first && side == TB_RD && cut_reader(s, fd))
@@ -754,7 +777,7 @@ static int expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_ph
 	else
 		cut(fd);
 out:
-	drop_busy(s, &busy);
+	drop_busy(s, busy);
 	if (rc >= 1 && slot != NULL) {
 		unsigned v = LOG_NOTED | (unsigned)(slot - noted) << LOG_SLOT_SHIFT;
 
@@ -789,17 +812,18 @@ int tb_sock_expire_first(struct tb_sock *s, uint32_t gen, enum tb_side side,
 
 void tb_sock_cut_rest(struct tb_sock *s, uint32_t gen)
 {
-	struct busy_frame f;
 	int saved = errno;
 	uint32_t w;
 	int fd;
+	bool b;
 
 	/* Under `busy`, as the cut was: the fd may have been closed and its number reused
 	 * since. A socket closed meanwhile had its FIN sent by the close. */
-	take_busy(s, &f);
+	b = take_busy(s);
 	w = tb_sock_word(s);
-	if (TB_ST_GEN(w) == gen && TB_ST(w) == TB_ST_EXPIRED && (fd = find_fd(s, gen)) >= 0)
+	if (TB_ST_GEN(w) == gen && TB_ST(w) == TB_ST_EXPIRED && (fd = find_fd(s, gen)) >= 0 &&
+	    !closed_above(b))
 		shutdown(fd, SHUT_WR);
-	drop_busy(s, &f);
+	drop_busy(s, b);
 	errno = saved;
 }

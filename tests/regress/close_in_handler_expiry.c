@@ -18,8 +18,8 @@
  * closed under it), and the handler must have closed sockets during poll() (a watcher
  * thread fails the program when no round ends for 5 s).
  *
- * The fix: close() does not wait for an expiry its own thread holds below the handler;
- * that expiry finds the socket's slot gone and leaves the number alone.
+ * The fix: close() does not wait for an expiry its own thread holds below the handler:
+ * it marks that expiry, which then leaves the number alone.
  */
 #include <poll.h>
 #include <pthread.h>
