@@ -121,7 +121,7 @@ E2E_BINS  := $(patsubst %.c,$(BUILD)/%,$(E2E_C))
 REGRESS_C := $(wildcard tests/regress/*.c)
 REGRESS_BINS := $(patsubst %.c,$(BUILD)/%,$(REGRESS_C))
 BENCH_C   := $(wildcard tests/bench/*.c)
-BENCH_BINS := $(patsubst %.c,$(BUILD)/%,$(BENCH_C))
+BENCH_BINS := $(patsubst %.c,$(BUILD)/%,$(BENCH_C)) $(BUILD)/tests/bench/idle_thread.so
 
 # Regression programs and end-to-end tests run two at a time: nearly all of them wait on a
 # stalled peer, none measures throughput, and each has its own servers on ephemeral ports.
@@ -260,6 +260,14 @@ $(STRESS): $(STRESS_C) $(wildcard tests/stress/*.h)
 $(BUILD)/tests/bench/%: tests/bench/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(E2E_CFLAGS) -o $@ $< -pthread
+# A library that wraps send, preloaded after timebox by test_core.py.
+$(BUILD)/tests/e2e/sendwrap.so: tests/e2e/lib/sendwrap.c
+	@mkdir -p $(dir $@)
+	$(CC) $(E2E_CFLAGS) -shared -fPIC -o $@ $< -ldl
+# The native run with one idle thread (the floor of any library that keeps a thread).
+$(BUILD)/tests/bench/idle_thread.so: tests/bench/lib/idle_thread.c
+	@mkdir -p $(dir $@)
+	$(CC) $(E2E_CFLAGS) -shared -fPIC -o $@ $< -pthread
 
 # The framing workload's bytes, on both sides of the exchange.
 $(BUILD)/tests/bench/exchange $(BUILD)/tests/bench/echo_server: tests/bench/canned.h
@@ -336,7 +344,8 @@ musl-clients:
 	@$(MAKE) --no-print-directory MUSL=1 SANITIZE= all musl-clients
 endif
 
-e2e: all $(E2E_BINS) $(BUILD)/tests/e2e/clients/blockcli_fortify $(BENCH_BINS) musl-clients
+e2e: all $(E2E_BINS) $(BUILD)/tests/e2e/clients/blockcli_fortify $(BUILD)/tests/e2e/sendwrap.so \
+     $(BENCH_BINS) musl-clients
 	@TB_BUILD=$(BUILD) TB_SANITIZE=$(SANITIZE) python3 tests/e2e/run.py -j $(E2E_JOBS) $(E2E_ARGS)
 
 test: deps-test

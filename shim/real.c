@@ -313,11 +313,17 @@ struct range {
 	uintptr_t lo, hi;
 };
 
-static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
+/* The address range of the loaded object that holds `at`: its PT_LOAD segments' span. */
+struct range_query {
+	uintptr_t at;
+	struct range r;
+};
+
+static int find_range(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	struct range *r = arg, seen = { UINTPTR_MAX, 0 };
-	uintptr_t here = (uintptr_t)&tb_real;
-	bool ours = false;
+	struct range_query *q = arg;
+	struct range seen = { UINTPTR_MAX, 0 };
+	bool holds = false;
 
 	(void)size;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
@@ -328,11 +334,19 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
 			continue;
 		seen.lo = lo < seen.lo ? lo : seen.lo;
 		seen.hi = hi > seen.hi ? hi : seen.hi;
-		ours |= here >= lo && here < hi;
+		holds |= q->at >= lo && q->at < hi;
 	}
-	if (ours)
-		*r = seen;
-	return ours;
+	if (holds)
+		q->r = seen;
+	return holds;
+}
+
+static struct range range_of(const void *p)
+{
+	struct range_query q = { (uintptr_t)p, { 0, 0 } };
+
+	dl_iterate_phdr(find_range, &q);
+	return q.r;
 }
 
 #define BIND_STDIO(name)                                                                    \
@@ -348,9 +362,8 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
 
 static TB_BINDER void bind_stdio(void)
 {
-	struct range self = { 0, 0 };
+	struct range self = range_of(&tb_real);
 
-	dl_iterate_phdr(find_self, &self);
 	BIND_STDIO(fgets);
 	BIND_STDIO(fgets_unlocked);
 	BIND_STDIO(__fgets_chk);
@@ -377,6 +390,8 @@ static TB_BINDER void bind_stdio(void)
 	BIND_STDIO(fflush);
 	BIND_STDIO(fflush_unlocked);
 }
+
+bool tb_real_send_direct;
 
 static TB_BINDER void bind_all(void)
 {
@@ -423,6 +438,16 @@ static TB_BINDER void bind_all(void)
 	BIND(epoll_wait);
 	BIND(epoll_pwait);
 	BIND(epoll_pwait2);
+	/* send is libc's own when it lies in the object that starts the program (no library
+	 * loaded after timebox wraps it): only then may a send that cannot block be made as
+	 * its system call (tb_real_send_nowait). */
+	{
+		void *start = dlsym(RTLD_DEFAULT, "__libc_start_main");
+		struct range libc = start != NULL ? range_of(start) : (struct range){ 0, 0 };
+
+		tb_real_send_direct = libc.hi != 0 && (uintptr_t)tb_real.send >= libc.lo &&
+				      (uintptr_t)tb_real.send < libc.hi;
+	}
 	/* glibc before 2.28 has no fcntl64: forward both names to fcntl. */
 	if (tb_real.fcntl64 == raw_fcntl64)
 		SET_SLOT(&tb_real.fcntl64, tb_real.fcntl);

@@ -5,6 +5,8 @@
 #define TB_REAL_H
 
 #include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
@@ -127,6 +129,30 @@ extern struct tb_real tb_real;
  * would forward to itself forever. Never aborts the host.
  */
 int tb_real_bind(void);
+
+/* tb_real.send is libc's own send (set by the binding): see tb_real_send_nowait. */
+extern bool tb_real_send_direct;
+
+/*
+ * send(2) with flags that hold MSG_DONTWAIT: it cannot block, so it needs none of the
+ * cancellation point's work around the system call that libc's send does in a process with
+ * threads (two atomic compare-and-swaps on the thread's cancellation word, to switch
+ * asynchronous cancellation on and off) - timebox's own threads make every governed
+ * process one. A cancellation already pending is acted on first, as libc's send would;
+ * then the system call itself (sendto, as libc makes it). Only while send is libc's: a
+ * library preloaded after timebox that wraps send is always called.
+ */
+static inline ssize_t tb_real_send_nowait(int fd, const void *buf, size_t n, int flags)
+{
+#ifdef SYS_sendto
+	if (!tb_real_send_direct)
+		return tb_real.send(fd, buf, n, flags);
+	pthread_testcancel();
+	return syscall(SYS_sendto, fd, buf, n, flags, NULL, 0);
+#else /* no sendto system call of its own (i386's socketcall) */
+	return tb_real.send(fd, buf, n, flags);
+#endif
+}
 
 /*
  * fstat by system call, for the identity checks (does this fd still name that socket?).

@@ -557,8 +557,14 @@ static __attribute__((noinline, cold)) void progress_while_waited(struct tb_sock
 	atomic_store_explicit(&s->got_bytes, side == TB_RD, memory_order_relaxed);
 }
 
-void tb_sock_progress(struct tb_sock *s, enum tb_side side)
+void tb_sock_moved(struct tb_sock *s, enum tb_side side, bool waited, uint32_t gen)
 {
+	uint32_t w = tb_sock_word(s);
+
+	/* The transfer's own wait ends first (tb_sock_wait_end with progress): unless the
+	 * socket was closed under it, or the wait was ended for it. */
+	if (waited && TB_ST_GEN(w) == gen)
+		atomic_fetch_sub(&s->side[side].waiters, 1);
 	/* Another thread waiting on a side this progress ends: its silence restarts too. */
 	if (__builtin_expect((atomic_load_explicit(&s->side[TB_RD].waiters,
 						   memory_order_relaxed) |
@@ -567,19 +573,19 @@ void tb_sock_progress(struct tb_sock *s, enum tb_side side)
 					     : 0)) != 0,
 			     0)) {
 		progress_while_waited(s, side);
-		return;
-	}
-	if (side == TB_RD) {
+	} else if (side == TB_RD) {
 		atomic_store_explicit(&s->side[TB_RD].idle_ns, 0, memory_order_relaxed);
 		if (!atomic_load_explicit(&s->got_bytes, memory_order_relaxed))
 			atomic_store_explicit(&s->got_bytes, true, memory_order_relaxed);
-		return;
+	} else {
+		/* A request went out: the read side now waits for its first byte, from here. */
+		atomic_store_explicit(&s->side[TB_WR].idle_ns, 0, memory_order_relaxed);
+		atomic_store_explicit(&s->side[TB_RD].idle_ns, 0, memory_order_relaxed);
+		if (atomic_load_explicit(&s->got_bytes, memory_order_relaxed))
+			atomic_store_explicit(&s->got_bytes, false, memory_order_relaxed);
 	}
-	/* A request went out: the read side now waits for its first byte, counted from here. */
-	atomic_store_explicit(&s->side[TB_WR].idle_ns, 0, memory_order_relaxed);
-	atomic_store_explicit(&s->side[TB_RD].idle_ns, 0, memory_order_relaxed);
-	if (atomic_load_explicit(&s->got_bytes, memory_order_relaxed))
-		atomic_store_explicit(&s->got_bytes, false, memory_order_relaxed);
+	if (__builtin_expect(TB_ST(w) == TB_ST_CONNECTING, 0))
+		tb_sock_set_open(s);
 }
 
 void tb_sock_slot_fd_moved(int from, int to)

@@ -328,9 +328,14 @@ struct tb_expiry tb_sock_wait_record(struct tb_sock *s, enum tb_side side, int f
 void tb_sock_wait_end(struct tb_sock *s, enum tb_side side, int64_t now, bool progress,
 		      uint32_t gen);
 
-/* Bytes moved on `side` outside a wait. Sent bytes start the first_byte phase. Threads
- * waiting on an affected side meanwhile count their silence again from now. */
-void tb_sock_progress(struct tb_sock *s, enum tb_side side);
+/*
+ * A transfer moved bytes on `side` of s: with `waited`, its own wait (begun on generation
+ * `gen`) ends as tb_sock_wait_end with progress would end it; the silence of the side
+ * restarts (sent bytes start the first_byte phase), for every thread still waiting on an
+ * affected side too; a CONNECTING socket is OPEN (tb_sock_set_open). One pass, for the
+ * transfer's hot path.
+ */
+void tb_sock_moved(struct tb_sock *s, enum tb_side side, bool waited, uint32_t gen);
 
 /*
  * Expires the socket (generation `gen`) for `phase` at `now`: marks it, shuts it down so

@@ -629,10 +629,7 @@ __attribute__((always_inline)) inline ssize_t tb_xfer_end(struct tb_xfer *x, ssi
 	if (r > 0) {
 		unsigned fs = atomic_load_explicit(&s->frame_state, memory_order_relaxed);
 
-		if (x->waited)
-			tb_sock_wait_end(s, x->side, 0, true, x->gen);
-		tb_sock_progress(s, x->side);
-		tb_sock_set_open(s);
+		tb_sock_moved(s, x->side, x->waited, x->gen);
 		if (TB_UNLIKELY((fs & TB_FS_STATE) != TB_FRAME_RAW))
 			framed_end(s, x, (size_t)r, fs);
 		else if (x->side == TB_RD) /* unframed: any byte read answers the call */

@@ -295,6 +295,34 @@ def test_errno_preserved_on_success():
         assert r.stderr == "", r
 
 
+
+# A governed send that cannot block is made as its system call (real.h, tb_real_send_nowait):
+# what libc's send does around it must not be lost.
+SENDCHECK = lib.client("sendcheck")
+SENDWRAP = os.path.join(lib.BUILD, "tests", "e2e", "sendwrap.so")
+LIMITS = {"TIMEBOX_CONNECT_TIMEOUT": "1s", "TIMEBOX_WRITE_TIMEOUT": "1s",
+          "TIMEBOX_READ_TIMEOUT": "1s", "TIMEBOX_DEADLINE": "2s"}
+
+
+def test_send_is_still_a_cancellation_point():
+    """A thread with a cancellation request pending ends at its send, before anything is
+    sent: natively, and under timebox."""
+    native = lib.run([SENDCHECK, "cancel"], env=lib.native_env())
+    governed = lib.run([SENDCHECK, "cancel"], env=lib.preload_env(LIMITS))
+    assert native.returncode == 0 and native.stdout.strip() == "canceled=1 bytes=0", native
+    assert governed.returncode == 0 and governed.stdout == native.stdout, governed
+    assert governed.stderr == "", governed
+
+
+def test_send_wrapped_by_a_later_library_reaches_it():
+    """A library preloaded after timebox that wraps send (a tracer, socket_wrapper) still
+    sees every send of a governed socket."""
+    env = lib.preload_env(LIMITS)
+    env["LD_PRELOAD"] += " " + SENDWRAP
+    r = lib.run([SENDCHECK, "count"], env=env)
+    assert r.returncode == 0 and r.stdout.strip() == "sends=10 wrapped=10", r
+    assert r.stderr == "", r
+
 # ---- 13. configuration errors --------------------------------------------------------------
 
 def config_error(stderr, name, value):
