@@ -246,10 +246,9 @@ static TB_SLOW ssize_t governed_send_try(struct tb_sock *s, int fd, const void *
 		return -1;
 	if (TB_UNLIKELY(x.s == NULL))
 		return own_send(fd, buf, n, own_flags); /* not ours (any more) */
-	if (x.can_block || (flags & MSG_DONTWAIT))
-		r = tb_real_send_nowait(fd, buf, n, flags | MSG_DONTWAIT);
-	else
-		r = tb_real.send(fd, buf, n, flags);
+	/* own_flags never hold MSG_DONTWAIT here (governed_send): the try is ours. */
+	r = x.can_block ? tb_real_send_nowait(fd, buf, n, flags | MSG_DONTWAIT)
+			: tb_real.send(fd, buf, n, flags);
 	if (TB_UNLIKELY(r < 0 && errno == ENOTSOCK)) {
 		/* The number was closed unseen and now names a file or a pipe (see above). */
 		tb_xfer_abandon_stale(&x);
