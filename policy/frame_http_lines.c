@@ -1,7 +1,6 @@
 /* frame_http_lines.c - HTTP/1.x framing's fast path: request, status and header lines
  * that lie whole in one buffer, checked at their ends instead of byte by byte. */
 #include <string.h>
-#include <strings.h>
 
 #include "frame_http_impl.h"
 
@@ -86,39 +85,75 @@ static bool fast_content_length(struct tb_frame_http_half *s, const unsigned cha
 }
 
 /*
+ * Whether the 8 bytes at p are `lower` (8 bytes), letters in either case where fold[k] is
+ * 0x20, the other bytes exact (fold[k] 0): an ASCII letter's two cases differ in that bit
+ * alone, so `v | fold == lower` folds exactly what tb_frame_lower folds - never by the
+ * program's locale, as strncasecmp does (in tr_TR the capital of 'i' is not 'I':
+ * regress/http_te_locale). One load and one compare; the constants fold at compile time.
+ */
+static inline bool word_is(const unsigned char *p, const char *lower, const char *fold)
+{
+	uint64_t v, want, mask;
+
+	memcpy(&v, p, 8);
+	memcpy(&want, lower, 8);
+	memcpy(&mask, fold, 8);
+	return (v | mask) == want;
+}
+
+#define LETTERS8 "\x20\x20\x20\x20\x20\x20\x20\x20"
+
+/* p[0..15) is "content-length:" (the line is longer than 15 bytes). */
+static inline bool is_content_length(const unsigned char *p)
+{
+	return word_is(p, "content-", "\x20\x20\x20\x20\x20\x20\x20\x00") &&
+	       word_is(p + 7, "-length:", "\x00\x20\x20\x20\x20\x20\x20\x00");
+}
+
+/* p[0..18) is "transfer-encoding:" (the line is longer than 18 bytes). */
+static inline bool is_transfer_encoding(const unsigned char *p)
+{
+	return word_is(p, "transfer", LETTERS8) &&
+	       word_is(p + 8, "-encodin", "\x00\x20\x20\x20\x20\x20\x20\x20") &&
+	       word_is(p + 10, "ncoding:", "\x20\x20\x20\x20\x20\x20\x20\x00");
+}
+
+/*
  * Header lines that lie whole within the buffer, from p: a line that is neither
- * Content-Length nor Transfer-Encoding costs one memchr and a look at its first byte.
+ * Content-Length nor Transfer-Encoding costs one memchr and a look at its first byte (and,
+ * for a 'c' or a 't', one or two word compares).
  * Stops (leaving the rest to step(), which decides the same way) at the empty line, a
  * folded line, Transfer-Encoding, an unusual Content-Length, or a line split across
  * buffers. Returns the bytes consumed.
  */
 static size_t fast_headers(struct tb_frame_http_half *s, const unsigned char *p, size_t n)
 {
-	size_t i = 0;
+	size_t i = 0, hbytes = s->hbytes;
 
 	while (i < n) {
 		const unsigned char *q = p + i, *lf;
-		unsigned char c = q[0] | 0x20;
+		unsigned char c = q[0];
 		size_t len;
 
-		if (q[0] == '\r' || q[0] == '\n' || q[0] == ' ' || q[0] == '\t')
+		if (c == '\r' || c == '\n' || c == ' ' || c == '\t')
 			break;
 		lf = memchr(q, '\n', n - i);
 		if (lf == NULL)
 			break;
 		len = (size_t)(lf - q) + 1;
-		if (s->hbytes + len > TB_FRAME_HDR_MAX)
+		if (hbytes + len > TB_FRAME_HDR_MAX)
 			break;
-		if (c == 'c' && len > 15 && strncasecmp((const char *)q, "content-length:", 15) == 0) {
+		c |= 0x20; /* 'c' or 'C', 't' or 'T' (and only those) */
+		if (c == 'c' && len > 15 && is_content_length(q)) {
 			if (!fast_content_length(s, q + 15, len - 15))
 				break;
-		} else if (c == 't' && len > 18 &&
-			   strncasecmp((const char *)q, "transfer-encoding:", 18) == 0) {
+		} else if (c == 't' && len > 18 && is_transfer_encoding(q)) {
 			break;
 		}
-		s->hbytes = (uint16_t)(s->hbytes + len);
+		hbytes += len;
 		i += len;
 	}
+	s->hbytes = (uint16_t)hbytes;
 	return i;
 }
 

@@ -183,28 +183,10 @@ TB_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 #endif
 
 /*
- * write/writev made as send/sendmsg (for MSG_NOSIGNAL). ENOTSOCK: the number was closed
+ * write/writev are made as send/sendmsg (for MSG_NOSIGNAL). ENOTSOCK: the number was closed
  * unseen (a raw close system call) and now names a file or a pipe, so the slot is stale:
  * drop it and make the program's own call.
- */
-#define GOVERNED_WRITE(buf_, iov_, iovcnt_, send_call, own_call)                            \
-	do {                                                                                \
-		struct tb_xfer x_;                                                          \
-		ssize_t r_;                                                                 \
-		if (tb_xfer_begin(&x_, s, fd, TB_WR, false) < 0)                            \
-			return -1;                                                          \
-		x_.sigpipe = true;                                                          \
-		x_.peek = false;                                                            \
-		tb_xfer_data(&x_, (buf_), (iov_), (iovcnt_));                               \
-		r_ = (send_call);                                                           \
-		if (TB_UNLIKELY(r_ < 0 && errno == ENOTSOCK)) {                             \
-			tb_xfer_abandon_stale(&x_);                                              \
-			return (own_call);                                                  \
-		}                                                                           \
-		return tb_xfer_end(&x_, r_);                                                \
-	} while (0)
-
-/*
+ *
  * A blocking send tried first without blocking: when the socket's buffer takes it all (a
  * healthy peer: nearly always), no wait is begun, recorded or armed - one system call, as
  * before, and a fraction of the bookkeeping. Otherwise the rest is sent blocking, under a
@@ -283,6 +265,119 @@ TB_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	return governed_write(s, fd, buf, n);
 }
 
+/* The pieces of iov[0..cnt) from byte `skip` on, at most max of them, into out[]; their
+ * byte count in *bytes. Returns how many pieces. */
+static size_t pieces_after(const struct iovec *iov, size_t cnt, size_t skip,
+			   struct iovec *out, size_t max, size_t *bytes)
+{
+	size_t k = 0;
+
+	*bytes = 0;
+	for (size_t i = 0; i < cnt && k < max; i++) {
+		if (skip >= iov[i].iov_len) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		out[k].iov_base = (char *)iov[i].iov_base + skip;
+		out[k].iov_len = iov[i].iov_len - skip;
+		*bytes += out[k].iov_len;
+		skip = 0;
+		k++;
+	}
+	return k;
+}
+
+#define REST_PIECES 64 /* the rest of a gathered send, per blocking sendmsg */
+
+/*
+ * send_rest for a gathered send (writev, sendmsg): what the try left, from its first byte
+ * not taken, goes out blocking under a wait begun now, REST_PIECES pieces per sendmsg
+ * until all moved. The name and the control data go with the first of these only when the
+ * try moved nothing (otherwise they went with its bytes, as they would have natively).
+ */
+static ssize_t sendmsg_rest(struct tb_xfer *x, int fd, const struct msghdr *msg, size_t n,
+			    int flags, ssize_t r)
+{
+	size_t done = r > 0 ? (size_t)r : 0;
+
+	if (tb_xfer_wait(x) < 0) {
+		if (done == 0)
+			return -1; /* tb_xfer_end reports the cut */
+		errno = x->saved_errno; /* the cut is reported by the next call */
+		return (ssize_t)done;
+	}
+	while (done < n) {
+		struct iovec rest[REST_PIECES];
+		struct msghdr m = { .msg_iov = rest };
+		size_t planned;
+		ssize_t more;
+
+		if (done == 0) {
+			m.msg_name = msg->msg_name;
+			m.msg_namelen = msg->msg_namelen;
+			m.msg_control = msg->msg_control;
+			m.msg_controllen = msg->msg_controllen;
+		}
+		m.msg_iovlen = pieces_after(msg->msg_iov, msg->msg_iovlen, done, rest,
+					    REST_PIECES, &planned);
+		more = tb_real.sendmsg(fd, &m, flags);
+		if (more < 0)
+			return done > 0 ? (ssize_t)done : -1;
+		done += (size_t)more;
+		if ((size_t)more < planned)
+			break; /* cut short (a signal): as natively, what moved */
+	}
+	return (ssize_t)done;
+}
+
+/* The program's own gathered call: writev(2) (own_flags < 0), or sendmsg(2). */
+static ssize_t own_sendmsg(int fd, const struct msghdr *msg, int own_flags)
+{
+	if (own_flags < 0)
+		return tb_real.writev(fd, msg->msg_iov, (int)msg->msg_iovlen);
+	return tb_real.sendmsg(fd, msg, own_flags);
+}
+
+/*
+ * writev, and sendmsg without MSG_DONTWAIT, tried without blocking first as send is
+ * (governed_send_try): when the socket's buffer takes every piece - nearly always - no
+ * wait is begun, recorded or armed; otherwise sendmsg_rest sends the rest under a wait.
+ * writev(2) on a connected stream socket is sendmsg(2) with no flags. msg_iovlen is at
+ * most IOV_MAX (the hooks check).
+ */
+static TB_SLOW ssize_t governed_sendmsg_try(struct tb_sock *s, int fd, const struct msghdr *msg,
+					    int own_flags)
+{
+	int flags = (own_flags < 0 ? 0 : own_flags) | MSG_NOSIGNAL;
+	struct tb_xfer x;
+	size_t n = 0;
+	ssize_t r;
+
+	if (tb_xfer_begin(&x, s, fd, TB_WR, true) < 0)
+		return -1;
+	if (TB_UNLIKELY(x.s == NULL))
+		return own_sendmsg(fd, msg, own_flags); /* not ours (any more) */
+	r = x.can_block ? tb_real_sendmsg_nowait(fd, msg, flags | MSG_DONTWAIT)
+			: tb_real.sendmsg(fd, msg, flags);
+	if (TB_UNLIKELY(r < 0 && errno == ENOTSOCK)) {
+		/* The number was closed unseen and now names a file or a pipe (see above). */
+		tb_xfer_abandon_stale(&x);
+		return own_sendmsg(fd, msg, own_flags);
+	}
+	x.sigpipe = own_flags < 0 || !(own_flags & MSG_NOSIGNAL);
+	x.peek = false;
+	tb_xfer_data(&x, NULL, msg->msg_iov, msg->msg_iovlen);
+	/* The pieces' lengths are read only once the kernel has read them (it fails a bad
+	 * iovec with EFAULT before anything else): a program's bad pointer is its EFAULT. */
+	if (x.can_block && (r >= 0 || errno == EAGAIN || errno == EWOULDBLOCK)) {
+		for (size_t i = 0; i < msg->msg_iovlen; i++)
+			n += msg->msg_iov[i].iov_len;
+		if (TB_UNLIKELY((size_t)r != n) && x.s != NULL)
+			r = sendmsg_rest(&x, fd, msg, n, flags, r);
+	}
+	return tb_xfer_end(&x, r);
+}
+
 static TB_SLOW ssize_t governed_readv(struct tb_sock *s, int fd, const struct iovec *iov, int n)
 {
 	GOVERNED(TB_RD, false, false, NULL, iov, (size_t)n, false, tb_real.readv(fd, iov, n));
@@ -300,14 +395,13 @@ TB_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 	return governed_readv(s, fd, iov, n);
 }
 
-/* writev(2) on a connected stream socket is sendmsg(2) with no flags. */
 static TB_SLOW ssize_t governed_writev(struct tb_sock *s, int fd, const struct iovec *iov, int n)
 {
 	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
 
 	if (TB_UNLIKELY(tb_pout_wanted(s)))
 		return governed_prop(s, fd, iov, (size_t)n, -1, NULL);
-	GOVERNED_WRITE(NULL, iov, (size_t)n, tb_real.sendmsg(fd, &m, MSG_NOSIGNAL), tb_real.writev(fd, iov, n));
+	return governed_sendmsg_try(s, fd, &m, -1);
 }
 
 TB_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
@@ -454,6 +548,9 @@ static TB_SLOW ssize_t governed_sendmsg(struct tb_sock *s, int fd, const struct 
 {
 	if (TB_UNLIKELY(tb_pout_wanted(s)) && msg != NULL && msg->msg_iovlen <= IOV_MAX)
 		return governed_prop(s, fd, msg->msg_iov, msg->msg_iovlen, flags, msg);
+	if (!(flags & MSG_DONTWAIT) && msg != NULL && msg->msg_iovlen <= IOV_MAX &&
+	    (msg->msg_iov != NULL || msg->msg_iovlen == 0))
+		return governed_sendmsg_try(s, fd, msg, flags);
 	GOVERNED(TB_WR, flags & MSG_DONTWAIT, !(flags & MSG_NOSIGNAL), NULL, msg != NULL ? msg->msg_iov : NULL, msg != NULL ? msg->msg_iovlen : 0, false, tb_real.sendmsg(fd, msg, flags | MSG_NOSIGNAL));
 }
 

@@ -391,7 +391,12 @@ static TB_BINDER void bind_stdio(void)
 	BIND_STDIO(fflush_unlocked);
 }
 
-bool tb_real_send_direct;
+bool tb_real_send_direct, tb_real_sendmsg_direct;
+
+static bool in_range(struct range r, const void *p)
+{
+	return r.hi != 0 && (uintptr_t)p >= r.lo && (uintptr_t)p < r.hi;
+}
 
 static TB_BINDER void bind_all(void)
 {
@@ -438,15 +443,15 @@ static TB_BINDER void bind_all(void)
 	BIND(epoll_wait);
 	BIND(epoll_pwait);
 	BIND(epoll_pwait2);
-	/* send is libc's own when it lies in the object that starts the program (no library
-	 * loaded after timebox wraps it): only then may a send that cannot block be made as
-	 * its system call (tb_real_send_nowait). */
+	/* send and sendmsg are libc's own when they lie in the object that starts the program
+	 * (no library loaded after timebox wraps them): only then may a send that cannot
+	 * block be made as its system call (tb_real_send_nowait). */
 	{
 		void *start = dlsym(RTLD_DEFAULT, "__libc_start_main");
 		struct range libc = start != NULL ? range_of(start) : (struct range){ 0, 0 };
 
-		tb_real_send_direct = libc.hi != 0 && (uintptr_t)tb_real.send >= libc.lo &&
-				      (uintptr_t)tb_real.send < libc.hi;
+		tb_real_send_direct = in_range(libc, (void *)tb_real.send);
+		tb_real_sendmsg_direct = in_range(libc, (void *)tb_real.sendmsg);
 	}
 	/* glibc before 2.28 has no fcntl64: forward both names to fcntl. */
 	if (tb_real.fcntl64 == raw_fcntl64)

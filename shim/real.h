@@ -130,8 +130,9 @@ extern struct tb_real tb_real;
  */
 int tb_real_bind(void);
 
-/* tb_real.send is libc's own send (set by the binding): see tb_real_send_nowait. */
-extern bool tb_real_send_direct;
+/* tb_real.send and tb_real.sendmsg are libc's own (set by the binding): see
+ * tb_real_send_nowait. */
+extern bool tb_real_send_direct, tb_real_sendmsg_direct;
 
 /*
  * send(2) with flags that hold MSG_DONTWAIT: it cannot block, so it needs none of the
@@ -151,6 +152,19 @@ static inline ssize_t tb_real_send_nowait(int fd, const void *buf, size_t n, int
 	return syscall(SYS_sendto, fd, buf, n, flags, NULL, 0);
 #else /* no sendto system call of its own (i386's socketcall) */
 	return tb_real.send(fd, buf, n, flags);
+#endif
+}
+
+/* sendmsg(2) with flags that hold MSG_DONTWAIT: as tb_real_send_nowait. */
+static inline ssize_t tb_real_sendmsg_nowait(int fd, const struct msghdr *msg, int flags)
+{
+#ifdef SYS_sendmsg
+	if (!tb_real_sendmsg_direct)
+		return tb_real.sendmsg(fd, msg, flags);
+	pthread_testcancel();
+	return syscall(SYS_sendmsg, fd, msg, flags);
+#else
+	return tb_real.sendmsg(fd, msg, flags);
 #endif
 }
 

@@ -15,7 +15,7 @@ set -eu
 # installed tests (C programs with GSocket, GResolver, GDBus, a poll loop).
 CONFORMANCE_PKGS="python3.11 libpython3.11-testsuite libglib2.0-tests iproute2 util-linux"
 CHECK_PKGS="build-essential pkg-config libconfig-dev libcmocka-dev debhelper lintian curl wget netcat-openbsd
-musl-tools musl-dev dpkg-dev
+musl-tools musl-dev dpkg-dev locales
 redis-server redis-tools perl python3 iproute2 strace man-db php-cli php-curl php-pgsql tnftp
 nodejs openjdk-17-jdk-headless postgresql mariadb-server mariadb-client openssh-server
 openssh-client openssl ruby libjemalloc2 libtcmalloc-minimal4 libevent-dev python3-aiohttp

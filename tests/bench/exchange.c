@@ -4,7 +4,7 @@
  * or (--reconnect) a fresh connection per exchange; the run is timed from a common start.
  *
  * usage: exchange --port P [--conns C] [--n N] [--warmup W] [--size B] [--reconnect]
- *                 [--idle K] [--blocked T] [--kind raw|http|tls]
+ *                 [--idle K] [--blocked T] [--kind raw|http|tls] [--writev]
  *
  *   --conns C     C threads, one connection each (default 1)
  *   --n N         exchanges per thread, measured (default 10000)
@@ -18,6 +18,8 @@
  *   --kind K      what the exchanges carry (canned.h): raw (default: --size bytes each way,
  *                 echoed), http or tls (against echo_server --answer K); a tls connection
  *                 makes its handshake when it opens, before any measured exchange
+ *   --writev      each request goes out with writev(2), in two pieces (its first 16 bytes
+ *                 and the rest), as a client that writes a header and a body does
  *
  * Prints one line: conns= n= secs= xps= p50_us= p99_us= cpu_us= errors= idle= blocked=
  * idle_rss_kb=, where cpu_us is the process's user+system CPU per exchange (getrusage),
@@ -36,6 +38,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,6 +58,7 @@ static struct sockaddr_in target = { .sin_family = AF_INET };
 static long n_per, warmup;
 static size_t size = 64;
 static bool reconnect;
+static bool use_writev;
 static pthread_barrier_t start_line;
 static struct canned_step script[CANNED_MAX_STEPS];
 static int script_len;
@@ -114,8 +118,15 @@ static int step(int fd, const struct canned_step *st)
     char buf[CANNED_MAX_BYTES];
     size_t got = 0;
 
-    if (write(fd, st->client, st->client_len) != (ssize_t)st->client_len)
+    if (use_writev && st->client_len > 16) {
+        struct iovec v[2] = { { (void *)st->client, 16 },
+                              { (void *)(st->client + 16), st->client_len - 16 } };
+
+        if (writev(fd, v, 2) != (ssize_t)st->client_len)
+            return -1;
+    } else if (write(fd, st->client, st->client_len) != (ssize_t)st->client_len) {
         return -1;
+    }
     while (got < st->server_len) {
         ssize_t n = read(fd, buf + got, st->server_len - got);
 
@@ -220,7 +231,7 @@ static int cmp_i64(const void *a, const void *b)
 static void usage(void)
 {
     fprintf(stderr, "usage: exchange --port P [--conns C] [--n N] [--warmup W] [--size B] "
-                    "[--reconnect] [--idle K] [--blocked T] [--kind raw|http|tls]\n");
+                    "[--reconnect] [--idle K] [--blocked T] [--kind raw|http|tls] [--writev]\n");
     exit(2);
 }
 
@@ -242,6 +253,8 @@ int main(int argc, char **argv)
 
         if (strcmp(a, "--reconnect") == 0)
             reconnect = true;
+        else if (strcmp(a, "--writev") == 0)
+            use_writev = true;
         else if (i + 1 >= argc)
             usage();
         else if (strcmp(a, "--port") == 0)

@@ -323,6 +323,29 @@ def test_send_wrapped_by_a_later_library_reaches_it():
     assert r.returncode == 0 and r.stdout.strip() == "sends=10 wrapped=10", r
     assert r.stderr == "", r
 
+
+def test_gathered_send_moves_every_byte():
+    """writev and sendmsg of 3 MB in 100 pieces through a 64 KB send buffer: tried without
+    blocking, then the rest under a wait; every byte arrives, in order, as natively."""
+    native = lib.run([SENDCHECK, "gather"], env=lib.native_env(), timeout=60)
+    governed = lib.run([SENDCHECK, "gather"], env=lib.preload_env(LIMITS), timeout=60)
+    want = "writev=3145728 sendmsg=3145728 same=1"
+    assert native.returncode == 0 and native.stdout.strip() == want, native
+    assert governed.returncode == 0 and governed.stdout.strip() == want, governed
+    assert governed.stderr == "", governed
+
+
+def test_gathered_send_to_a_stalled_reader_is_cut():
+    """The rest of a writev that the try could not move waits under the write timeout:
+    a reader that never reads gets it cut, never before the limit."""
+    r = lib.run([SENDCHECK, "stall"], env=lib.preload_env({"TIMEBOX_WRITE_TIMEOUT": "500ms"}))
+    rec = lib.parse_logfmt(r.stdout.strip())
+    assert r.returncode == 0 and "ms" in rec, r
+    assert_fired(float(rec["ms"]), 500, "the stalled writev")
+    assert rec["rc"] != "3145728", r  # cut: the bytes that moved, or -1 ETIMEDOUT
+    assert int(rec["rc"]) > 0 or rec["errno"] == "Connection timed out", r
+    one_event(r.stderr, event="timeout", phase="write")
+
 # ---- 13. configuration errors --------------------------------------------------------------
 
 def config_error(stderr, name, value):

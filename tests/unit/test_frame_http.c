@@ -69,6 +69,27 @@ static void test_chunked_response_with_trailers(void **state)
 	free(s);
 }
 
+/* Header names match in any mix of case, as ASCII folds it (the whole-line path never asks
+ * the locale: regress/http_te_locale). */
+static void test_header_names_in_capitals(void **state)
+{
+	struct fscript *s = fs_new(TB_PROTO_AUTO);
+
+	(void)state;
+	TX(s, GET, 0, AWAITING);
+	RX(s, "HTTP/1.1 200 OK\r\nTRANSFER-ENCODING: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+	   ENDS, RESTING);
+	TX(s, GET, STARTS, AWAITING);
+	RX(s, "HTTP/1.1 200 OK\r\nCONTENT-LENGTH: 3\r\n\r\nabc", ENDS, RESTING);
+	TX(s, GET, STARTS, AWAITING);
+	RX(s, "HTTP/1.1 200 OK\r\ntRaNsFeR-eNcOdInG: ChUnKeD\r\n\r\n1\r\nz\r\n0\r\n\r\n",
+	   ENDS, RESTING);
+	TX(s, GET, STARTS, AWAITING);
+	RX(s, "HTTP/1.1 200 OK\r\ncOnTeNt-LeNgTh: 2\r\n\r\nok", ENDS, RESTING);
+	fs_run(s, TB_PROTO_HTTP);
+	free(s);
+}
+
 static void test_no_body_responses(void **state)
 {
 	struct fscript *s = fs_new(TB_PROTO_AUTO);
@@ -328,6 +349,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_keep_alive_content_length),
 		cmocka_unit_test(test_chunked_response_with_trailers),
+		cmocka_unit_test(test_header_names_in_capitals),
 		cmocka_unit_test(test_no_body_responses),
 		cmocka_unit_test(test_expect_100_continue),
 		cmocka_unit_test(test_pipelined_three),

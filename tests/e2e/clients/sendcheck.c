@@ -12,6 +12,13 @@
  *           sendwrap.so (tests/e2e/lib/sendwrap.c), a library preloaded after timebox that
  *           wraps send: every send must still reach it. Prints "sends=10 wrapped=N".
  *
+ *   gather  writev (then sendmsg) of 3 MB in 100 pieces of uneven sizes through a 64 KB
+ *           send buffer to a reader that takes 16 KB at a time: the try moves what fits
+ *           and the rest goes out under a wait. Prints "writev=N sendmsg=N same=1" when
+ *           each call returned every byte and the reader got them all, in order.
+ *   stall   writev of 3 MB to a reader that never reads: the call blocks once the buffers
+ *           are full, so a write timeout must cut it. Prints "rc=R errno=E ms=X".
+ *
  * The socket is governed under any TIMEBOX_* limit (127.0.0.1 is a destination like any
  * other). Exit 0 when the run completed (the test compares the output), 2 on setup errors.
  */
@@ -23,7 +30,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 static int listener, client_fd, server_fd;
@@ -121,12 +131,116 @@ static int count_mode(void)
 	return 0;
 }
 
+#define GATHER_PIECES 100
+#define GATHER_BYTES (3u << 20)
+
+static unsigned char *gather_buf;
+static size_t reader_got, reader_bad;
+
+/* The byte at offset i of the gathered stream. */
+static unsigned char pattern(size_t i)
+{
+	return (unsigned char)(i * 2654435761u >> 13);
+}
+
+static void *reader(void *arg)
+{
+	size_t want = (size_t)(uintptr_t)arg;
+	unsigned char buf[16384];
+
+	while (reader_got < want) {
+		ssize_t n = recv(server_fd, buf, sizeof(buf), 0);
+
+		if (n <= 0)
+			break;
+		for (ssize_t k = 0; k < n; k++)
+			reader_bad += buf[k] != pattern(reader_got + (size_t)k);
+		reader_got += (size_t)n;
+	}
+	return NULL;
+}
+
+/* The stream's bytes in GATHER_PIECES pieces of uneven sizes, from offset `from`. */
+static void pieces(struct iovec *v, size_t from)
+{
+	size_t off = 0;
+
+	for (int i = 0; i < GATHER_PIECES; i++) {
+		size_t len = i + 1 < GATHER_PIECES ? (GATHER_BYTES / GATHER_PIECES) / 2 +
+							     (size_t)(i * 7919) % (GATHER_BYTES / GATHER_PIECES)
+						   : GATHER_BYTES - off;
+
+		v[i].iov_base = gather_buf + from + off;
+		v[i].iov_len = len;
+		off += len;
+	}
+}
+
+static void small_buffers(void)
+{
+	int small = 65536;
+
+	setsockopt(client_fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	setsockopt(server_fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+}
+
+static int gather_mode(void)
+{
+	struct iovec v[GATHER_PIECES];
+	struct msghdr m = { .msg_iov = v, .msg_iovlen = GATHER_PIECES };
+	pthread_t t;
+	ssize_t w, sm;
+
+	pair();
+	small_buffers();
+	gather_buf = malloc(2 * GATHER_BYTES);
+	if (gather_buf == NULL)
+		die("malloc");
+	for (size_t i = 0; i < 2 * GATHER_BYTES; i++)
+		gather_buf[i] = pattern(i);
+	pthread_create(&t, NULL, reader, (void *)(uintptr_t)(2 * GATHER_BYTES));
+	pieces(v, 0);
+	w = writev(client_fd, v, GATHER_PIECES);
+	pieces(v, GATHER_BYTES);
+	sm = sendmsg(client_fd, &m, 0);
+	pthread_join(t, NULL);
+	printf("writev=%zd sendmsg=%zd same=%d\n", w, sm,
+	       reader_got == 2 * GATHER_BYTES && reader_bad == 0);
+	return 0;
+}
+
+static int stall_mode(void)
+{
+	struct iovec v[GATHER_PIECES];
+	struct timespec a, b;
+	ssize_t w;
+	int err;
+
+	pair();
+	small_buffers();
+	gather_buf = calloc(1, 2 * GATHER_BYTES);
+	if (gather_buf == NULL)
+		die("calloc");
+	pieces(v, 0);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	w = writev(client_fd, v, GATHER_PIECES);
+	err = errno;
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	printf("rc=%zd errno=%s ms=%.0f\n", w, w < 0 ? strerror(err) : "-",
+	       (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 2 && strcmp(argv[1], "gather") == 0)
+		return gather_mode();
+	if (argc == 2 && strcmp(argv[1], "stall") == 0)
+		return stall_mode();
 	if (argc == 2 && strcmp(argv[1], "cancel") == 0)
 		return cancel_mode();
 	if (argc == 2 && strcmp(argv[1], "count") == 0)
 		return count_mode();
-	fprintf(stderr, "usage: sendcheck cancel|count\n");
+	fprintf(stderr, "usage: sendcheck cancel|count|gather|stall\n");
 	return 2;
 }
