@@ -318,7 +318,7 @@ static ssize_t sendmsg_rest(struct tb_xfer *x, int fd, const struct msghdr *msg,
 			m.msg_control = msg->msg_control;
 			m.msg_controllen = msg->msg_controllen;
 		}
-		m.msg_iovlen = pieces_after(msg->msg_iov, msg->msg_iovlen, done, rest,
+		m.msg_iovlen = pieces_after(msg->msg_iov, (size_t)msg->msg_iovlen, done, rest,
 					    REST_PIECES, &planned);
 		more = tb_real.sendmsg(fd, &m, flags);
 		if (more < 0)
@@ -366,11 +366,11 @@ static TB_SLOW ssize_t governed_sendmsg_try(struct tb_sock *s, int fd, const str
 	}
 	x.sigpipe = own_flags < 0 || !(own_flags & MSG_NOSIGNAL);
 	x.peek = false;
-	tb_xfer_data(&x, NULL, msg->msg_iov, msg->msg_iovlen);
+	tb_xfer_data(&x, NULL, msg->msg_iov, (size_t)msg->msg_iovlen);
 	/* The pieces' lengths are read only once the kernel has read them (it fails a bad
 	 * iovec with EFAULT before anything else): a program's bad pointer is its EFAULT. */
 	if (x.can_block && (r >= 0 || errno == EAGAIN || errno == EWOULDBLOCK)) {
-		for (size_t i = 0; i < msg->msg_iovlen; i++)
+		for (size_t i = 0; i < (size_t)msg->msg_iovlen; i++) /* int in musl */
 			n += msg->msg_iov[i].iov_len;
 		if (TB_UNLIKELY((size_t)r != n) && x.s != NULL)
 			r = sendmsg_rest(&x, fd, msg, n, flags, r);
