@@ -15,6 +15,7 @@
  * timeout; request 1 and its whole response, poll(POLLIN, 500 ms) on the idle connection:
  * must return 0; request 2: its response must come back.
  */
+#include <ctype.h>
 #include <locale.h>
 #include <poll.h>
 #include <pthread.h>
@@ -112,8 +113,10 @@ int main(int argc, char **argv)
 	(void)argc;
 	tbr_preload_self(argv, "TIMEBOX_READ_TIMEOUT=200ms", NULL);
 	turkish_locale();
-	TBR_CHECK(strncasecmp("TRANSFER-ENCODING", "transfer-encoding", 17) != 0,
-		  "this locale folds 'I' to 'i': it cannot show the story");
+	/* tolower, not strncasecmp: a sanitizer's runtime replaces strncasecmp with one that
+	 * folds ASCII whatever the locale. */
+	if (tolower('I') == 'i')
+		tbr_skip("this tr_TR.UTF-8 folds 'I' to 'i': it cannot show the story");
 	lfd = tbr_listen(&port);
 	pthread_create(&t, NULL, accept_loop, (void *)(intptr_t)lfd);
 	fd = tbr_connect(port);
