@@ -55,21 +55,6 @@ static void *serve(void *arg)
 	return NULL;
 }
 
-static void *accept_loop(void *arg)
-{
-	int lfd = (int)(intptr_t)arg;
-
-	for (;;) {
-		int fd = accept(lfd, NULL, NULL);
-		pthread_t t;
-
-		if (fd < 0)
-			return NULL;
-		pthread_create(&t, NULL, serve, (void *)(intptr_t)fd);
-		pthread_detach(t);
-	}
-}
-
 /* One request on fd and its whole response (up to the last chunk's CRLF). */
 static void exchange(int fd, int which)
 {
@@ -107,7 +92,6 @@ static void turkish_locale(void)
 int main(int argc, char **argv)
 {
 	struct pollfd p;
-	pthread_t t;
 	int port, lfd, fd, r;
 
 	(void)argc;
@@ -118,7 +102,7 @@ int main(int argc, char **argv)
 	if (tolower('I') == 'i')
 		tbr_skip("this tr_TR.UTF-8 folds 'I' to 'i': it cannot show the story");
 	lfd = tbr_listen(&port);
-	pthread_create(&t, NULL, accept_loop, (void *)(intptr_t)lfd);
+	tbr_serve_each(lfd, serve);
 	fd = tbr_connect(port);
 	exchange(fd, 1);
 	p.fd = fd;
