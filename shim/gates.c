@@ -18,6 +18,12 @@
 #define TABLE_SIZE 4096 /* destinations with a gate, per process */
 
 static _Atomic(struct tb_gate *) table[TABLE_SIZE];
+/* The gates in the order they were made, for those who visit them all (the stats thread
+ * every second, fork): a scan of the whole table read its 32 KiB, which backs them on a
+ * kernel that maps no zero page for a read of memory never written. count: release, after
+ * the gate is stored. */
+static _Atomic(struct tb_gate *) made[TABLE_SIZE];
+static atomic_uint made_count;
 static pthread_mutex_t insert_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool table_full;          /* said once: later destinations go ungated */
 static atomic_ulong ungated_connects;   /* connects that found no room in the table */
@@ -31,6 +37,15 @@ static unsigned hash_dest(const struct tb_dest *d)
 		h = (h ^ p[i]) * 16777619u;
 	h = (h ^ d->port) * 16777619u;
 	return h & (TABLE_SIZE - 1);
+}
+
+/* Under insert_lock. */
+static void made_one(struct tb_gate *g)
+{
+	unsigned n = atomic_load_explicit(&made_count, memory_order_relaxed);
+
+	atomic_store_explicit(&made[n], g, memory_order_relaxed);
+	atomic_store_explicit(&made_count, n + 1, memory_order_release);
 }
 
 struct tb_gate *tb_gates_get(const struct tb_dest *d, const struct tb_settings *set)
@@ -60,6 +75,7 @@ struct tb_gate *tb_gates_get(const struct tb_dest *d, const struct tb_settings *
 				if (set->gate_shared)
 					g->shared = tb_shared_gate_open(d, set);
 				atomic_store_explicit(&table[i], g, memory_order_release);
+				made_one(g);
 			}
 			goto out;
 		}
@@ -168,23 +184,19 @@ void tb_gates_fork_child(void)
 {
 	pthread_mutex_init(&insert_lock, NULL);
 	tb_shared_gate_fork_child();
-	for (unsigned i = 0; i < TABLE_SIZE; i++) {
-		struct tb_gate *g = atomic_load(&table[i]);
-
-		if (g != NULL)
-			tb_gate_fork_child(g);
-	}
+	for (unsigned i = 0, n = atomic_load(&made_count); i < n; i++)
+		tb_gate_fork_child(atomic_load_explicit(&made[i], memory_order_relaxed));
 }
 
 void tb_gates_each(void (*fn)(void *ctx, const struct tb_dest *d,
 			      const struct tb_gate_counts *c), void *ctx)
 {
-	for (unsigned i = 0; i < TABLE_SIZE; i++) {
-		struct tb_gate *g = atomic_load(&table[i]);
+	unsigned n = atomic_load_explicit(&made_count, memory_order_acquire);
+
+	for (unsigned i = 0; i < n; i++) {
+		struct tb_gate *g = atomic_load_explicit(&made[i], memory_order_relaxed);
 		struct tb_gate_counts c;
 
-		if (g == NULL)
-			continue;
 		c.max = atomic_load_explicit(&g->max, memory_order_relaxed);
 		if (g->shared != NULL) {
 			tb_shared_gate_counts(g->shared, &c.leased, &c.pending);

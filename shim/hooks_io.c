@@ -265,28 +265,6 @@ TB_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	return governed_write(s, fd, buf, n);
 }
 
-/* The pieces of iov[0..cnt) from byte `skip` on, at most max of them, into out[]; their
- * byte count in *bytes. Returns how many pieces. */
-static size_t pieces_after(const struct iovec *iov, size_t cnt, size_t skip,
-			   struct iovec *out, size_t max, size_t *bytes)
-{
-	size_t k = 0;
-
-	*bytes = 0;
-	for (size_t i = 0; i < cnt && k < max; i++) {
-		if (skip >= iov[i].iov_len) {
-			skip -= iov[i].iov_len;
-			continue;
-		}
-		out[k].iov_base = (char *)iov[i].iov_base + skip;
-		out[k].iov_len = iov[i].iov_len - skip;
-		*bytes += out[k].iov_len;
-		skip = 0;
-		k++;
-	}
-	return k;
-}
-
 #define REST_PIECES 64 /* the rest of a gathered send, per blocking sendmsg */
 
 /*
@@ -318,8 +296,8 @@ static ssize_t sendmsg_rest(struct tb_xfer *x, int fd, const struct msghdr *msg,
 			m.msg_control = msg->msg_control;
 			m.msg_controllen = msg->msg_controllen;
 		}
-		m.msg_iovlen = pieces_after(msg->msg_iov, (size_t)msg->msg_iovlen, done, rest,
-					    REST_PIECES, &planned);
+		m.msg_iovlen = tb_iov_from(msg->msg_iov, (size_t)msg->msg_iovlen, done, rest,
+					   REST_PIECES, &planned);
 		more = tb_real.sendmsg(fd, &m, flags);
 		if (more < 0)
 			return done > 0 ? (ssize_t)done : -1;

@@ -211,25 +211,41 @@ void tb_log_lend(void (*held_back)(void))
 	lent_held_back = held_back;
 }
 
-/* A line about an event of the program's traffic: subject to the rate limit. */
-static void emit(struct line *l)
+/*
+ * Whether a line about an event of the program's traffic goes out: the log is on and the
+ * rate limit lets it through; a line held back is counted, for the report of how many
+ * were. Asked before the line is formatted: in a storm of cuts most lines are held back,
+ * and formatting each (a getpid system call among the rest) took the watchdog's time
+ * between two cuts. errno is kept.
+ */
+static bool admit(void)
 {
 	int saved = errno;
-	int target = atomic_load_explicit(&log_target, memory_order_relaxed);
+	bool ok = true;
 
-	if (target == TB_LOG_OFF)
-		goto out;
-	if (!tb_rl_allow(&limiter, tb_now())) {
+	if (atomic_load_explicit(&log_target, memory_order_relaxed) == TB_LOG_OFF) {
+		ok = false;
+	} else if (!tb_rl_allow(&limiter, tb_now())) {
 		tb_rl_take_suppressed(&limiter); /* counted in `dropped` instead */
 		/* The first line held back since the last report: the stats thread reports the
 		 * count a second later if no line goes out before (one futex wake per report). */
 		if (atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed) == 0)
 			if (lent_held_back != NULL)
 				lent_held_back();
-		goto out;
+		ok = false;
 	}
-	deliver(l, target);
-out:
+	errno = saved;
+	return ok;
+}
+
+/* Writes a line that admit() let through. */
+static void emit(struct line *l)
+{
+	int saved = errno;
+	int target = atomic_load_explicit(&log_target, memory_order_relaxed);
+
+	if (target != TB_LOG_OFF)
+		deliver(l, target);
 	errno = saved;
 }
 
@@ -371,6 +387,9 @@ void tb_log_timeout_budget(enum tb_phase phase, const struct tb_dest *d, int fd,
 	struct line l;
 	struct tb_log_timers t;
 
+	if (!admit())
+		return;
+
 	/* Timers of the socket's call when this thread just cut it; otherwise (a gate wait, a
 	 * deadline before the connect) what the elapsed time alone tells. */
 	if (known != NULL) {
@@ -404,6 +423,9 @@ void tb_log_dns_timeout(const char *name, int64_t elapsed_ns, int64_t limit_ns)
 	char shown[256];
 	size_t i = 0;
 
+	if (!admit())
+		return;
+
 	for (; name != NULL && name[i] != '\0' && i < sizeof(shown) - 1; i++)
 		shown[i] = (unsigned char)name[i] < 0x20 || name[i] == 0x7f ? '?' : name[i];
 	shown[i] = '\0';
@@ -419,6 +441,9 @@ void tb_log_dns_timeout(const char *name, int64_t elapsed_ns, int64_t limit_ns)
 void tb_log_reject(enum tb_phase phase, const struct tb_dest *d, int fd, const char *reason)
 {
 	struct line l;
+
+	if (!admit())
+		return;
 
 	start_socket_event(&l, "reject", phase, d, fd);
 	kv_str(&l, "reason", reason);
@@ -554,6 +579,9 @@ void tb_log_error(const char *body)
 {
 	struct line l;
 
+	if (!admit())
+		return;
+
 	if (atomic_load_explicit(&log_format, memory_order_relaxed) == TB_LOG_FORMAT_JSON) {
 		start_format(&l, "error", true);
 		if (!put_body(&l, body)) {
@@ -595,6 +623,9 @@ void tb_log_refused(const struct tb_dest *d, int fd, const char *reason, uint64_
 {
 	struct line l;
 
+	if (!admit())
+		return;
+
 	start_socket_event(&l, "reject", TB_PHASE_CONNECT, d, fd);
 	kv_str(&l, "reason", reason);
 	kv_int(&l, "refused", (int64_t)count);
@@ -608,6 +639,9 @@ void tb_log_adaptive(const struct tb_dest *d, int limit, int64_t min_rtt_ns, int
 {
 	struct line l;
 	char dest[TB_DEST_STRLEN];
+
+	if (!admit())
+		return;
 
 	start(&l, "gate_size");
 	kv_str(&l, "dest", tb_dest_format(d, dest, sizeof(dest)));

@@ -410,29 +410,6 @@ static struct pout_entry *pout_take(int fd, struct tb_sock *s, uint32_t gen)
 #define IN_MAX 64   /* the program's pieces planned per sendmsg (more: the next round) */
 #define OUT_MAX (IN_MAX + TB_PROP_IOV_EXTRA)
 
-/* The program's bytes from `skip` on, at most IN_MAX pieces, into in[]. Returns the count. */
-static int pieces_from(const struct iovec *iov, size_t iovcnt, size_t skip, struct iovec *in,
-		       size_t *total)
-{
-	int k = 0;
-
-	*total = 0;
-	for (size_t i = 0; i < iovcnt && k < IN_MAX; i++) {
-		size_t len = iov[i].iov_len;
-
-		if (skip >= len) {
-			skip -= len;
-			continue;
-		}
-		in[k].iov_base = (char *)iov[i].iov_base + skip;
-		in[k].iov_len = len - skip;
-		*total += len - skip;
-		skip = 0;
-		k++;
-	}
-	return k;
-}
-
 /* Remaining ms of the socket's call at now (-1: no deadline: no header). */
 static int64_t remaining_ms(struct tb_sock *s, int64_t now)
 {
@@ -500,7 +477,7 @@ ssize_t tb_pout_send(struct tb_xfer *x, int fd, const struct iovec *iov, size_t 
 	for (;;) {
 		struct msghdr m = { 0 };
 		size_t total, planned = 0;
-		int inn = pieces_from(iov, iovcnt, done, in, &total), outn = 0;
+		int inn = (int)tb_iov_from(iov, iovcnt, done, in, IN_MAX, &total), outn = 0;
 		ssize_t k;
 
 		if (orig != NULL && first) {

@@ -97,6 +97,12 @@ struct call {
 };
 
 static _Atomic(struct entry *) table[TABLE_SIZE];
+/* The entries in the order they were made, for those who visit them all (the stats thread
+ * every second, fork): a scan of the whole table read its 8 KiB, which backs them on a
+ * kernel that maps no zero page for a read of memory never written. count: release, after
+ * the entry is stored; written under insert_lock. */
+static _Atomic(struct entry *) made[TABLE_SIZE];
+static atomic_uint made_count;
 static pthread_mutex_t insert_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(struct call *) calls;
 static atomic_bool said_full, said_calls;
@@ -306,8 +312,13 @@ static struct entry *entry_of(const struct tb_dest *d, const struct tb_settings 
 		if (e == NULL) {
 			e = malloc(sizeof(*e));
 			if (e != NULL) {
+				unsigned k = atomic_load_explicit(&made_count,
+								  memory_order_relaxed);
+
 				entry_init(e, d, set, now);
 				atomic_store_explicit(&table[i], e, memory_order_release);
+				atomic_store_explicit(&made[k], e, memory_order_relaxed);
+				atomic_store_explicit(&made_count, k + 1, memory_order_release);
 			}
 			goto out;
 		}
@@ -759,12 +770,12 @@ void tb_prot_closed(struct tb_sock *s)
 void tb_prot_each(void (*fn)(void *ctx, const struct tb_dest *d,
 			     const struct tb_prot_counts *c), void *ctx)
 {
-	for (unsigned i = 0; i < TABLE_SIZE; i++) {
-		struct entry *e = atomic_load_explicit(&table[i], memory_order_acquire);
+	unsigned n = atomic_load_explicit(&made_count, memory_order_acquire);
+
+	for (unsigned i = 0; i < n; i++) {
+		struct entry *e = atomic_load_explicit(&made[i], memory_order_relaxed);
 		struct tb_prot_counts c;
 
-		if (e == NULL)
-			continue;
 		c.breaker_state = atomic_load_explicit(&e->st->state, memory_order_relaxed);
 		c.breaker_opened = atomic_load_explicit(&e->st->opened, memory_order_relaxed);
 		c.breaker_refused = atomic_load_explicit(&e->st->refused, memory_order_relaxed);
@@ -782,10 +793,10 @@ void tb_prot_fork_child(void)
 	held = 0; /* a fork from a handler above a locked update: the locks are new below */
 	pthread_mutex_init(&insert_lock, NULL);
 	pthread_mutex_init(&shared_lock, NULL);
-	for (unsigned i = 0; i < TABLE_SIZE; i++) {
-		struct entry *e = atomic_load(&table[i]);
+	for (unsigned i = 0, n = atomic_load(&made_count); i < n; i++) {
+		struct entry *e = atomic_load_explicit(&made[i], memory_order_relaxed);
 
-		if (e != NULL && e->st == &e->own)
+		if (e->st == &e->own)
 			pthread_mutex_init(&e->own.lock, NULL);
 	}
 	/* A shared page stays shared (its mutex is robust, and the parent's threads that may

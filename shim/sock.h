@@ -106,7 +106,9 @@ struct tb_side_state {
  * (13) The rare record (struct tb_sock_rare) follows the rules of the fields it holds, as
  *     if they were in the socket; it is reused with its entry and never freed. A field a
  *     reused entry may have left set is cleared by tb_sock_new, which owns the entry then
- *     (rule 1), and only when set: a socket that never uses the record never backs it.
+ *     (rule 1), and only when the record was written (tb_sock_rare_mut marks it, in a
+ *     bitmap of its own): a socket that never uses the record never backs it, not even by
+ *     reading it.
  * (10) The expiry's log line belongs to the one thread whose claim (the CAS to EXPIRED)
  *     succeeded: it takes the line's fields into a note of its own (its stack: an expiry is
  *     rare, and the socket keeps nothing for it) under `busy`, sets log_pending, cuts, drops
@@ -174,8 +176,8 @@ _Static_assert(sizeof(struct tb_sock) <= 184, "struct tb_sock grew past 184 byte
  * What few sockets use (rule 13): one record per pool entry, in a mapping of its own beside
  * the entry's chunk (tb_sock_rare), never unmapped either. An idle socket, or one that only
  * exchanges bytes, never touches it, so its pages are never backed: 0 in every field is
- * "nothing recorded". tb_sock_new stores only where a value was left by the entry's
- * earlier socket.
+ * "nothing recorded". tb_sock_new clears only a record that the entry's earlier socket
+ * wrote (its mark), without reading the others.
  */
 struct tb_sock_rare {
 	/* The request deadline (request.h) the last step clamped call_deadline to (0: none),
@@ -197,8 +199,11 @@ struct tb_sock_rare {
 	_Atomic int64_t rd_acked_at;  /* when a first-byte look last counted an acknowledgement */
 };
 
-/* The rare record of s (struct tb_sock_rare). */
+/* The rare record of s (struct tb_sock_rare), to read; tb_sock_rare_mut to write any field
+ * that tb_sock_new clears (it marks the record as written: only marked records are
+ * cleared, and an unmarked one holds 0 in each of those fields). */
 struct tb_sock_rare *tb_sock_rare(const struct tb_sock *s);
+struct tb_sock_rare *tb_sock_rare_mut(const struct tb_sock *s);
 
 /* The framings' pool (sock.c): an entry is the framing, the free list's link and its own
  * index, 512 to a chunk (72-byte entries: 9 pages), never unmapped. */

@@ -153,6 +153,13 @@ static bool rd_restart_at(struct tb_sock *s, int64_t quiet, int64_t now, int64_t
 	return true;
 }
 
+/* What the read side's looks read of TCP_INFO: up to tcpi_last_ack_recv, which follows
+ * tcpi_last_data_recv (both in every kernel's struct). */
+#define RD_INFO_NEED (offsetof(struct tcp_info, tcpi_last_ack_recv) + sizeof(uint32_t))
+_Static_assert(offsetof(struct tcp_info, tcpi_last_data_recv) <
+		       offsetof(struct tcp_info, tcpi_last_ack_recv),
+	       "tcpi_last_ack_recv follows tcpi_last_data_recv");
+
 /*
  * Read side, at the would-be expiry of an idle phase: did bytes arrive that the program's
  * calls could not show? Under MSG_WAITALL (and stdio's unseen reads) the kernel moves
@@ -160,14 +167,10 @@ static bool rd_restart_at(struct tb_sock *s, int64_t quiet, int64_t now, int64_t
  * talking. TCP_INFO's tcpi_last_data_recv says how long ago data last arrived; the
  * silence restarts then.
  */
-static bool rd_heard_lately(struct tb_sock *s, int fd, int64_t now, int64_t *recheck)
+static bool rd_heard_lately(struct tb_sock *s, const struct tcp_info *ti, int64_t now,
+			    int64_t *recheck)
 {
-	struct tcp_info ti;
-
-	if (!tcp_info(fd, &ti, offsetof(struct tcp_info, tcpi_last_data_recv) +
-				      sizeof(ti.tcpi_last_data_recv)))
-		return false;
-	return rd_restart_at(s, (int64_t)ti.tcpi_last_data_recv * TB_NS_PER_MS, now, recheck);
+	return rd_restart_at(s, (int64_t)ti->tcpi_last_data_recv * TB_NS_PER_MS, now, recheck);
 }
 
 /*
@@ -182,23 +185,21 @@ static bool rd_heard_lately(struct tb_sock *s, int fd, int64_t now, int64_t *rec
  * keepalive probe must not extend the wait again and again). A peer that stopped taking
  * the request is cut that long after its last acknowledgement.
  */
-static bool rd_request_in_flight(struct tb_sock *s, int fd, int64_t now, int64_t *recheck)
+static bool rd_request_in_flight(struct tb_sock *s, int fd, const struct tcp_info *ti,
+				 int64_t now, int64_t *recheck)
 {
 	int64_t silent_since = now - rd_silence(&s->side[TB_RD], now);
-	struct tcp_info ti;
 	int q = 0;
 
-	if (tb_real.ioctl(fd, SIOCOUTQ, &q) < 0 ||
-	    !tcp_info(fd, &ti, offsetof(struct tcp_info, tcpi_last_ack_recv) +
-				       sizeof(ti.tcpi_last_ack_recv)))
+	if (tb_real.ioctl(fd, SIOCOUTQ, &q) < 0)
 		return false;
 	if (q <= 0) {
 		if (atomic_load_explicit(&tb_sock_rare(s)->rd_acked_at, memory_order_relaxed) >=
 		    silent_since)
 			return false; /* counted once in this silence already */
-		atomic_store_explicit(&tb_sock_rare(s)->rd_acked_at, now, memory_order_relaxed);
+		atomic_store_explicit(&tb_sock_rare_mut(s)->rd_acked_at, now, memory_order_relaxed);
 	}
-	return rd_restart_at(s, (int64_t)ti.tcpi_last_ack_recv * TB_NS_PER_MS, now, recheck);
+	return rd_restart_at(s, (int64_t)ti->tcpi_last_ack_recv * TB_NS_PER_MS, now, recheck);
 }
 
 /* Where the peer's acceptance of our bytes stands: TCP_INFO's bytes acknowledged, or, for
@@ -231,14 +232,17 @@ static bool look_acked(struct tb_sock *s, int fd, int64_t now)
 	int64_t begin = atomic_load_explicit(&s->side[TB_WR].wait_begin, memory_order_relaxed);
 	uint64_t pos;
 
+	struct tb_sock_rare *r;
+
 	if (!wr_position(fd, &pos))
 		return false;
-	if (atomic_load_explicit(&tb_sock_rare(s)->wr_seen_at, memory_order_relaxed) < begin)
-		atomic_store_explicit(&tb_sock_rare(s)->wr_moved_at, begin, memory_order_relaxed);
-	else if (pos != atomic_load_explicit(&tb_sock_rare(s)->wr_seen, memory_order_relaxed))
-		atomic_store_explicit(&tb_sock_rare(s)->wr_moved_at, now, memory_order_relaxed);
-	atomic_store_explicit(&tb_sock_rare(s)->wr_seen, pos, memory_order_relaxed);
-	atomic_store_explicit(&tb_sock_rare(s)->wr_seen_at, now, memory_order_relaxed);
+	r = tb_sock_rare_mut(s);
+	if (atomic_load_explicit(&r->wr_seen_at, memory_order_relaxed) < begin)
+		atomic_store_explicit(&r->wr_moved_at, begin, memory_order_relaxed);
+	else if (pos != atomic_load_explicit(&r->wr_seen, memory_order_relaxed))
+		atomic_store_explicit(&r->wr_moved_at, now, memory_order_relaxed);
+	atomic_store_explicit(&r->wr_seen, pos, memory_order_relaxed);
+	atomic_store_explicit(&r->wr_seen_at, now, memory_order_relaxed);
 	return true;
 }
 
@@ -700,6 +704,7 @@ static int expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_ph
 	struct tb_log_note *note = &own;
 	struct noted *slot = NULL;
 	struct tb_prot_note prot = { .entry = NULL };
+	struct tcp_info ti;
 	bool busy;
 
 	line_of = s;
@@ -713,13 +718,11 @@ static int expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_ph
 		rc = 0;
 		goto out;
 	}
+	/* One TCP_INFO for both looks: a system call fewer per cut in a storm of them. */
 	if (side == TB_RD && (phase == TB_PHASE_READ || phase == TB_PHASE_FIRST_BYTE) &&
-	    rd_heard_lately(s, fd, now, recheck)) {
-		rc = 0;
-		goto out;
-	}
-	if (side == TB_RD && phase == TB_PHASE_FIRST_BYTE &&
-	    rd_request_in_flight(s, fd, now, recheck)) {
+	    tcp_info(fd, &ti, RD_INFO_NEED) &&
+	    (rd_heard_lately(s, &ti, now, recheck) ||
+	     (phase == TB_PHASE_FIRST_BYTE && rd_request_in_flight(s, fd, &ti, now, recheck)))) {
 		rc = 0;
 		goto out;
 	}

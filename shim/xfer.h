@@ -41,6 +41,29 @@ static inline void tb_xfer_data(struct tb_xfer *x, const void *buf, const struct
 	x->iovcnt = iovcnt;
 }
 
+/* The pieces of iov[0..cnt) from byte `skip` on, at most max of them, into out[]; their
+ * byte count in *bytes. Returns how many pieces. (The rest of a send that moved `skip`
+ * bytes already.) */
+static inline size_t tb_iov_from(const struct iovec *iov, size_t cnt, size_t skip,
+				 struct iovec *out, size_t max, size_t *bytes)
+{
+	size_t k = 0;
+
+	*bytes = 0;
+	for (size_t i = 0; i < cnt && k < max; i++) {
+		if (skip >= iov[i].iov_len) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		out[k].iov_base = (char *)iov[i].iov_base + skip;
+		out[k].iov_len = iov[i].iov_len - skip;
+		*bytes += out[k].iov_len;
+		skip = 0;
+		k++;
+	}
+	return k;
+}
+
 /*
  * Before the real call. `dontwait` is MSG_DONTWAIT in the call's flags.
  * Returns 0: make the real call, then pass its result through tb_xfer_end.

@@ -2,7 +2,8 @@
  * precision.c - how late does a 300 ms limit fire? T threads each wait on a connection to a
  * peer that never answers, all starting together, and measure (return time - limit).
  *
- * usage: precision --threads T --mode timebox|first_byte|poll|poll_deadline|rcvtimeo [--ms L]
+ * usage: precision --threads T --mode timebox|first_byte|poll|poll_deadline|rcvtimeo|one_cutter
+ *        [--ms L]
  *
  *   timebox    a blocking recv, cut by the preloaded library's deadline (TIMEBOX_DEADLINE
  *              must be L ms); the clock starts before connect, where the deadline opens
@@ -13,6 +14,11 @@
  *              timebox: every thread's limit falls in the same instant (the start line)
  *              instead of spread over the connects, the floor for timebox's deadline
  *   rcvtimeo   a blocking recv with SO_RCVTIMEO = L ms natively: the kernel's timer wheel
+ *   one_cutter a blocking recv natively, ended by one other thread that sleeps until each
+ *              wait's limit in turn (L after a clock started before connect, as for
+ *              timebox) and shuts the socket's reading half: what cutting every wait from a
+ *              single thread costs at best, without any of timebox's work - the floor of
+ *              its watchdog when many limits fall at once
  *
  * The silent peer is a listener in this process whose accepted connections are held open
  * and never written to. Prints one line: threads= mode= min_us= p50_us= p99_us= max_us=
@@ -28,23 +34,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
-enum mode { M_TIMEBOX, M_FIRST_BYTE, M_POLL, M_POLL_DEADLINE, M_RCVTIMEO };
+enum mode { M_TIMEBOX, M_FIRST_BYTE, M_POLL, M_POLL_DEADLINE, M_RCVTIMEO, M_ONE_CUTTER };
 
 struct waiter {
     pthread_t tid;
     int64_t late_ns;
     int bad;
+    int fd;     /* one_cutter: the socket to cut, and when */
+    int64_t due;
 };
 
 static struct sockaddr_in peer = { .sin_family = AF_INET };
 static enum mode mode;
 static int64_t limit_ns;
 static pthread_barrier_t start_line;
+static pthread_barrier_t all_connected; /* one_cutter: every wait is known to the cutter */
 
 static int64_t now_ns(void)
 {
@@ -83,10 +93,14 @@ static void *wait_one(void *arg)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     }
     pthread_barrier_wait(&start_line);
-    if (mode == M_TIMEBOX || mode == M_POLL_DEADLINE)
+    if (mode == M_TIMEBOX || mode == M_POLL_DEADLINE || mode == M_ONE_CUTTER)
         t0 = now_ns();
     if (connect(fd, (struct sockaddr *)&peer, sizeof(peer)) < 0) {
         w->bad = 1;
+        if (mode == M_ONE_CUTTER) {
+            w->fd = -1;
+            pthread_barrier_wait(&all_connected);
+        }
         return NULL;
     }
     switch (mode) {
@@ -117,6 +131,12 @@ static void *wait_one(void *arg)
         t0 = now_ns();
         w->bad = !(recv(fd, &c, 1, 0) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
         break;
+    case M_ONE_CUTTER:
+        w->fd = fd;
+        w->due = t0 + limit_ns;
+        pthread_barrier_wait(&all_connected);
+        w->bad = recv(fd, &c, 1, 0) != 0; /* the cutter's SHUT_RD reads as EOF */
+        break;
     }
     w->late_ns = now_ns() - t0 - limit_ns;
     return NULL;
@@ -129,6 +149,45 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static long nwaiters;
+
+static int cmp_due(const void *a, const void *b)
+{
+    const struct waiter *x = *(struct waiter *const *)a, *y = *(struct waiter *const *)b;
+
+    return (x->due > y->due) - (x->due < y->due);
+}
+
+/* one_cutter: every wait's limit in order of its instant, each cut as it falls due. */
+static void *cut_all(void *arg)
+{
+    struct waiter *w = arg;
+    struct waiter **order = calloc((size_t)nwaiters, sizeof(*order));
+    long n = 0;
+
+    /* As timebox's watchdog: the kernel's default 50 us of timer slack would be added to
+     * every cut. */
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    pthread_barrier_wait(&all_connected);
+    if (order == NULL)
+        abort();
+    for (long i = 0; i < nwaiters; i++)
+        if (w[i].fd >= 0)
+            order[n++] = &w[i];
+    qsort(order, (size_t)n, sizeof(*order), cmp_due);
+    for (long i = 0; i < n; i++) {
+        struct timespec ts = { .tv_sec = order[i]->due / 1000000000,
+                               .tv_nsec = order[i]->due % 1000000000 };
+
+        while (now_ns() < order[i]->due &&
+               clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+            ;
+        shutdown(order[i]->fd, SHUT_RD);
+    }
+    free(order);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     long threads = 10;
@@ -138,7 +197,7 @@ int main(int argc, char **argv)
     long n = 0, early = 0, bad = 0;
     socklen_t plen = sizeof(peer);
     pthread_attr_t attr;
-    pthread_t holder;
+    pthread_t holder, cutter;
     struct rlimit rl;
     int lfd;
 
@@ -161,11 +220,13 @@ int main(int argc, char **argv)
         mode = M_POLL_DEADLINE;
     else if (mname != NULL && strcmp(mname, "rcvtimeo") == 0)
         mode = M_RCVTIMEO;
+    else if (mname != NULL && strcmp(mname, "one_cutter") == 0)
+        mode = M_ONE_CUTTER;
     else
         mname = NULL;
     if (mname == NULL || threads < 1 || limit_ns <= 0 || argc % 2 == 0) {
         fprintf(stderr, "usage: precision --threads T --mode "
-                        "timebox|first_byte|poll|poll_deadline|rcvtimeo [--ms L]\n");
+                        "timebox|first_byte|poll|poll_deadline|rcvtimeo|one_cutter [--ms L]\n");
         return 2;
     }
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -193,6 +254,12 @@ int main(int argc, char **argv)
         return 1;
     }
     pthread_barrier_init(&start_line, NULL, (unsigned)threads);
+    pthread_barrier_init(&all_connected, NULL, (unsigned)threads + 1);
+    nwaiters = threads;
+    if (mode == M_ONE_CUTTER && pthread_create(&cutter, &attr, cut_all, w) != 0) {
+        perror("precision: pthread_create");
+        return 1;
+    }
     for (long i = 0; i < threads; i++) {
         if (pthread_create(&w[i].tid, &attr, wait_one, &w[i]) != 0) {
             perror("precision: pthread_create");
