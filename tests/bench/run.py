@@ -599,24 +599,36 @@ def bench_scale(rep, cfg):
                              cell(s["us_per_exch"], 2), cell(s["p50_us"]), cell(s["p99_us"]),
                              cell(s["cpu_us"])])
     # The p50 exchange time: the mean (µs/exchange) also carries the scheduler's tail.
-    base = res["sockets=%d" % cfg["scale_sockets"][0]]["timebox"]["p50_us"]["median"]
+    # Judged as timebox over native at each size, measured in the same interleaved runs:
+    # what the kernel itself loses with 10,000 open sockets (seen: native 28.3 -> 32.1 µs)
+    # is not timebox's.
+    first = "sockets=%d" % cfg["scale_sockets"][0]
+    base = res[first]["timebox"]["p50_us"]["median"]
     worst = max(res[k]["timebox"]["p50_us"]["median"] for k in res)
+
+    def over_native(k):
+        return res[k]["timebox"]["p50_us"]["median"] / res[k]["native"]["p50_us"]["median"]
+    worst_rel = max(over_native(k) for k in res) / over_native(first)
     big = cfg["scale_sockets"][-1]
     rss = {v: res["sockets=%d" % big][v]["idle_rss_kb"]["median"] for v in ("native", "timebox")}
     per_sock = (rss["timebox"] - rss["native"]) * 1024 / max(big - 1, 1)
     res["flat_ratio"] = worst / base
+    res["flat_ratio_vs_native"] = worst_rel
     res["bytes_per_socket"] = per_sock
     rep.results["scale"] = res
     text = table(["open governed sockets", "variant", "µs/exchange", "p50 µs", "p99 µs",
                   "CPU µs/exch"], rows)
-    text += "\n\nWorst timebox p50 over its 1-socket p50: %.3f. " % (worst / base)
+    text += "\n\nWorst timebox p50 over its 1-socket p50: %.3f; worst timebox/native p50 " \
+            "ratio over the 1-socket ratio: %.3f. " % (worst / base, worst_rel)
     text += "Memory: opening %d idle sockets grew RSS by %s KB natively and %s KB under " \
             "timebox: %.0f bytes per governed socket." % (big - 1, fmt(rss["native"]),
                                                           fmt(rss["timebox"]), per_sock)
     rep.section("Scale: open governed sockets and blocked threads", text)
     rep.target("scale: per-exchange cost within 10%% from 1 to %d sockets and %s threads" %
                (big, "/".join(str(t) for t in cfg["scale_threads"])),
-               worst / base <= 1.10, "worst p50 %.3f × the 1-socket p50" % (worst / base))
+               worst_rel <= 1.10,
+               "worst p50 over native's %.3f × the 1-socket one (timebox alone: %.3f × its "
+               "1-socket p50)" % (worst_rel, worst / base))
     rep.target("scale: ≤ 256 bytes per governed socket", per_sock <= 256,
                "%.0f bytes" % per_sock)
 
