@@ -77,6 +77,14 @@ static void finish_breaker(struct tb_settings *s)
  * follows the deadline, and tb_settings_retry_window() computes it on demand so a later
  * change of the deadline (a per-destination rule) carries the window along.
  */
+/* The shorter of two limits that are set (> 0), TB_NEVER when neither is. */
+static int64_t shortest(int64_t a, int64_t b)
+{
+	if (a <= 0)
+		return b > 0 ? b : TB_NEVER;
+	return b > 0 && b < a ? b : a;
+}
+
 void tb_settings_finish(struct tb_settings *s)
 {
 	if (s->first_byte_ns < 0)
@@ -107,6 +115,8 @@ void tb_settings_finish(struct tb_settings *s)
 	}
 	s->protects = tb_settings_breaker_on(s) || tb_settings_retry_budget_on(s) ||
 		      s->max_conns_auto;
+	s->wait_floor_ns[0] = shortest(s->first_byte_ns, s->read_ns);
+	s->wait_floor_ns[1] = shortest(s->write_ns, 0);
 }
 
 bool tb_settings_any_limit(const struct tb_settings *s)

@@ -132,6 +132,12 @@ struct tb_settings {
 	/* Derived by tb_settings_finish: any of the three above applies. The hooks test this
 	 * one byte before anything of shim/protect.c runs. */
 	bool protects;
+	/* Derived by tb_settings_finish: the shortest limit a wait on an open socket can have
+	 * from its start, from the phases alone - reading (first_byte, read) [0] and writing
+	 * (write) [1], the shim's sides; TB_NEVER when no phase of the side is limited. A
+	 * wait that begins a fresh silence expires no earlier than this after its start, or
+	 * at its call's deadline: the hot path's bound (sock.c, tb_sock_wait_record). */
+	int64_t wait_floor_ns[2];
 };
 
 /* Built-in defaults: nothing limited, log to stderr (logfmt, 100 lines/s), scope=call; no

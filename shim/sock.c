@@ -533,19 +533,78 @@ static struct tb_expiry framed_expiry(struct tb_sock *s, enum tb_side side, unsi
 	return tb_expiry_pick(phase, at, deadline);
 }
 
-struct tb_expiry tb_sock_wait_record(struct tb_sock *s, enum tb_side side, int fd, int64_t now)
+/*
+ * The first wait of a fresh silence (no other waiter, nothing idle counted) on an open
+ * socket expires no earlier than its side's shortest phase limit after `now`
+ * (settings.h, wait_floor_ns) or its call's deadline, whatever the phase and the framing
+ * decide: that bound, or 0 when the wait is not such a wait. When the watchdog is filed
+ * to look at the socket by then, the wait needs nothing more: the watchdog recomputes
+ * every expiry it finds due before acting (rule 6), and files the socket again for the
+ * true one. A busy keep-alive socket stays filed (the watchdog lingers on it), so its
+ * waits skip the expiry's computation and the watchdog's check (make bench: the raw
+ * exchange's instructions).
+ */
+static inline int64_t fresh_bound(struct tb_sock *s, struct tb_side_state *sd,
+				  enum tb_side side, int64_t now)
+{
+	const struct tb_settings *set = atomic_load_explicit(&s->set, memory_order_relaxed);
+	int64_t at, deadline;
+
+	if (atomic_load_explicit(&sd->idle_ns, memory_order_relaxed) != 0 ||
+	    TB_ST(tb_sock_word(s)) != TB_ST_OPEN)
+		return 0;
+	at = tb_at_after(now, set->wait_floor_ns[side]);
+	deadline = atomic_load_explicit(&s->call_deadline, memory_order_relaxed);
+	if (deadline < at)
+		at = deadline;
+	return at > now ? at : 0;
+}
+
+/* tb_sock_wait_record of a wait that has no bound, or whose bound the watchdog does not
+ * look at in time (`counted`: the wait is counted already): the true expiry. */
+static __attribute__((noinline)) struct tb_expiry wait_record_exact(struct tb_sock *s,
+								   enum tb_side side, int fd,
+								   bool counted)
 {
 	struct tb_side_state *sd = &s->side[side];
-	struct tb_expiry e;
+	struct tb_expiry e = tb_sock_expiry(s, side);
 
-	if (atomic_load_explicit(&sd->waiters, memory_order_relaxed) == 0)
-		atomic_store_explicit(&sd->wait_begin, now, memory_order_relaxed);
-	e = tb_sock_expiry(s, side);
 	atomic_store_explicit(&sd->expiry, e.at, memory_order_relaxed);
+	if (counted)
+		return e;
 	atomic_store_explicit(&s->fd, fd, memory_order_relaxed);
 	atomic_store_explicit(&sd->waiter_tid, tb_tid(), memory_order_relaxed);
 	/* seq_cst: pairs with the watchdog clearing wd_filed_at then re-reading waiters. */
 	atomic_fetch_add(&sd->waiters, 1);
+	return e;
+}
+
+/* Inlined into each caller with link-time optimisation, as tb_xfer_begin. */
+__attribute__((always_inline)) inline struct tb_expiry
+tb_sock_wait_record(struct tb_sock *s, enum tb_side side, int fd, int64_t now, bool *watched)
+{
+	struct tb_side_state *sd = &s->side[side];
+	struct tb_expiry e;
+	int64_t bound, filed;
+
+	*watched = false;
+	if (atomic_load_explicit(&sd->waiters, memory_order_relaxed) != 0)
+		return wait_record_exact(s, side, fd, false);
+	atomic_store_explicit(&sd->wait_begin, now, memory_order_relaxed);
+	bound = fresh_bound(s, sd, side, now);
+	if (bound == 0)
+		return wait_record_exact(s, side, fd, false);
+	atomic_store_explicit(&sd->expiry, bound, memory_order_relaxed);
+	atomic_store_explicit(&s->fd, fd, memory_order_relaxed);
+	atomic_store_explicit(&sd->waiter_tid, tb_tid(), memory_order_relaxed);
+	/* seq_cst, then wd_filed_at: rule 5. */
+	atomic_fetch_add(&sd->waiters, 1);
+	filed = atomic_load(&s->wd_filed_at);
+	if (__builtin_expect(filed == 0 || filed > bound, 0))
+		return wait_record_exact(s, side, fd, true); /* for the watchdog to be told */
+	*watched = true;
+	e.at = bound;
+	e.phase = TB_PHASE_DEADLINE; /* not due: no phase is reported */
 	return e;
 }
 

@@ -70,7 +70,9 @@ struct tb_side_state {
  *     leave, any thread that moves bytes (the silence restarts for every waiter of that
  *     side), and the watchdog when TCP_INFO shows bytes the calls could not see. They are
  *     relaxed: the watchdog never acts on a stored expiry (side[].expiry, a hint stored by
- *     each wait) without recomputing it from them (tb_sock_expiry) first.
+ *     each wait) without recomputing it from them (tb_sock_expiry) first. A hint is never
+ *     later than its wait's true expiry (the first wait of a fresh silence may store a bound
+ *     below it: tb_sock_wait_record), and it is stored before the wait is counted.
  * (7) wd_filed_at, in_incoming, incoming_next, and the rare record's wr_seen, wr_seen_at,
  *     wr_moved_at belong to the watchdog (in_incoming / incoming_next are also written by the thread that pushes
  *     the socket on the incoming stack, before the push's release); the rare record's
@@ -322,8 +324,12 @@ struct tb_expiry tb_sock_expiry(struct tb_sock *s, enum tb_side side);
  * A thread starts waiting on `side` through `fd` at `now`. Returns the wait's expiry; when
  * it is already due (at <= now) the caller must end the wait and decide (queued data, or
  * expire). The watchdog is not told here: callers begin through tb_wd_wait_begin.
+ * *watched is set true when the watchdog already looks at s no later than the wait's
+ * expiry: then the expiry returned (and stored as the side's hint, rule 6) may be a bound
+ * below the true one, always in the future, and the caller tells the watchdog nothing.
  */
-struct tb_expiry tb_sock_wait_record(struct tb_sock *s, enum tb_side side, int fd, int64_t now);
+struct tb_expiry tb_sock_wait_record(struct tb_sock *s, enum tb_side side, int fd, int64_t now,
+				     bool *watched);
 
 /* The wait ends at `now` (0: not read yet; only needed when progress restarts the silence
  * of other waiters); with `progress` bytes moved (the silence count restarts, for every

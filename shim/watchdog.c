@@ -158,12 +158,12 @@ enum verdict {
  * say when to look again (data queued, a send still draining, bytes arriving unseen).
  */
 static enum verdict side_next(struct tb_sock *s, enum tb_side side, uint32_t w, int64_t now,
-			      int64_t *at)
+			      int64_t *at, int64_t *seen)
 {
 	struct tb_side_state *sd = &s->side[side];
 	int64_t dl;
 
-	*at = atomic_load_explicit(&sd->expiry, memory_order_relaxed);
+	*at = *seen = atomic_load_explicit(&sd->expiry, memory_order_relaxed);
 	if (*at > now) {
 		/* Not due: a blocked send is looked at meanwhile (progress it cannot report). */
 		if (side == TB_WR && TB_ST(w) == TB_ST_OPEN) {
@@ -217,13 +217,16 @@ static int64_t linger_until(struct tb_sock *s, int64_t now)
 	return now - last < linger ? tb_at_after(now, linger) : 0;
 }
 
-/* Looks at s as a whole: the verdict, and for V_FILE when to look next. */
-static enum verdict next_look(struct tb_sock *s, int64_t now, int64_t *at)
+/* Looks at s as a whole: the verdict, and for V_FILE when to look next. seen[side]: the
+ * stored expiry it read of each side with waiters, TB_SEEN_NONE for a side without. */
+#define TB_SEEN_NONE INT64_MIN
+static enum verdict next_look(struct tb_sock *s, int64_t now, int64_t *at, int64_t seen[2])
 {
 	uint32_t w = tb_sock_word(s);
 	int64_t soonest = TB_NEVER;
 	bool waiting = false;
 
+	seen[TB_RD] = seen[TB_WR] = TB_SEEN_NONE;
 	if (TB_ST(w) == TB_ST_FREE || TB_ST(w) == TB_ST_EXPIRED)
 		return V_DROP;
 	for (int side = TB_RD; side <= TB_WR; side++) {
@@ -233,7 +236,7 @@ static enum verdict next_look(struct tb_sock *s, int64_t now, int64_t *at)
 		if (atomic_load(&s->side[side].waiters) == 0)
 			continue;
 		waiting = true;
-		v = side_next(s, (enum tb_side)side, w, now, &side_at);
+		v = side_next(s, (enum tb_side)side, w, now, &side_at, &seen[side]);
 		if (v != V_FILE)
 			return v;
 		if (side_at < soonest)
@@ -269,14 +272,42 @@ static bool unfile(struct tb_sock *s)
  * first unfile sees 0 and queues the socket itself. Never loops beyond that: a socket that
  * cannot be acted on is given up, not retried (it used to spin a core here).
  */
+/*
+ * Files s for `at`, then looks at the waits' stored expiries once the filing is visible:
+ * a wait that began while the watchdog looked at s (after it read that side) saw the old
+ * filing, at or before its expiry, and told nobody - yet `at` was computed without it, and
+ * may lie past it (a lingering socket is filed a whole linger period on, and a wait that
+ * begins then may end at a call's deadline much sooner). A wait stores its expiry before
+ * it is counted, then reads wd_filed_at (rule 5); here the reverse: so either the wait sees
+ * the new filing and tells the watchdog itself, or its expiry is seen here. An expiry the
+ * look already read (`seen`) was accounted for: only another one is a wait it missed.
+ */
+static void file_checked(struct tb_sock *s, int64_t at, const int64_t seen[2])
+{
+	int64_t soonest = at;
+
+	file_at(s, at);
+	for (int side = TB_RD; side <= TB_WR; side++) {
+		int64_t e;
+
+		if (atomic_load(&s->side[side].waiters) == 0)
+			continue;
+		e = atomic_load_explicit(&s->side[side].expiry, memory_order_relaxed);
+		if (e != seen[side] && e < soonest)
+			soonest = e;
+	}
+	if (soonest < at)
+		file_at(s, soonest); /* the first filing is superseded (look_due skips it) */
+}
+
 static void evaluate(struct tb_sock *s, int64_t now)
 {
 	for (int pass = 0; pass < 2; pass++) {
-		int64_t at = 0;
+		int64_t at = 0, seen[2];
 
-		switch (next_look(s, now, &at)) {
+		switch (next_look(s, now, &at, seen)) {
 		case V_FILE:
-			file_at(s, at);
+			file_checked(s, at, seen);
 			return;
 		case V_GIVE_UP:
 			atomic_store(&s->wd_filed_at, 0);

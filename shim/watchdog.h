@@ -22,12 +22,13 @@ void tb_wd_arm(struct tb_sock *s, int64_t at);
  * caller must end the wait and decide (queued data, or expire). Every hook that blocks on a
  * governed socket begins its wait here: the socket layer itself knows nothing of the thread.
  */
-static inline struct tb_expiry tb_wd_wait_begin(struct tb_sock *s, enum tb_side side, int fd,
-						int64_t now)
+static inline __attribute__((always_inline)) struct tb_expiry
+tb_wd_wait_begin(struct tb_sock *s, enum tb_side side, int fd, int64_t now)
 {
-	struct tb_expiry e = tb_sock_wait_record(s, side, fd, now);
+	bool watched;
+	struct tb_expiry e = tb_sock_wait_record(s, side, fd, now, &watched);
 
-	if (e.at > now && e.at != TB_NEVER)
+	if (!watched && e.at > now && e.at != TB_NEVER)
 		tb_wd_arm(s, e.at);
 	return e;
 }

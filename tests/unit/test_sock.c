@@ -244,7 +244,7 @@ static void test_framed_expiry_follows_the_published_state(void **state)
 
 	(void)state;
 	tb_sock_set_call(p.s, T0, T0 + 500 * MS);
-	tb_sock_wait_record(p.s, TB_RD, p.fd, T0);
+	{ bool watched; tb_sock_wait_record(p.s, TB_RD, p.fd, T0, &watched); }
 	/* A request outstanding, no answer yet: first_byte, under the deadline. */
 	atomic_store(&p.s->frame_state, TB_FRAME_AWAITING);
 	e = tb_sock_expiry(p.s, TB_RD);
@@ -284,6 +284,130 @@ static void test_bytes_for_one_reader_restart_the_others_silence(void **state)
 	tb_sock_wait_end(p.s, TB_RD, T0 + 900 * MS, true, gen);
 	assert_true(tb_sock_expiry(p.s, TB_RD).at == T0 + 1900 * MS);
 	tb_sock_wait_end(p.s, TB_RD, T0 + 1000 * MS, false, gen);
+	close_pair(&p);
+}
+
+/* ---- the bound of a fresh wait (tb_sock_wait_record) ---------------------------------- */
+
+/* The watchdog is filed to look at p.s at `at` (as a lingering busy socket is). */
+static void filed_at(struct pair *p, int64_t at)
+{
+	heap_len = 0;
+	atomic_store(&incoming, NULL);
+	atomic_store(&p->s->in_incoming, false);
+	file_at(p->s, at);
+}
+
+/* A wait's bound is below its true expiry (first_byte 1 s, read 3 s, bytes already read):
+ * the watchdog, filed before the bound, is told nothing; when the bound comes it
+ * recomputes, files the true expiry, and cuts there - not at the bound. */
+static void test_fresh_wait_under_a_filed_watchdog_is_cut_at_its_true_expiry(void **state)
+{
+	struct pair p;
+	struct tb_expiry e;
+
+	(void)state;
+	set.read_ns = 3 * S;
+	tb_settings_finish(&set);
+	assert_true(set.wait_floor_ns[TB_RD] == 1 * S);
+	p = open_pair();
+	atomic_store(&p.s->got_bytes, true); /* a read phase: 3 s */
+	filed_at(&p, T0 + 500 * MS);
+	e = tb_wd_wait_begin(p.s, TB_RD, p.fd, T0);
+	assert_true(e.at == T0 + 1 * S); /* the bound, not the true 3 s */
+	assert_null(atomic_load(&incoming)); /* nothing queued, nobody woken */
+	evaluate(p.s, T0 + 500 * MS); /* the filing comes: not due yet, looked at again */
+	assert_true(atomic_load(&p.s->wd_filed_at) == T0 + 1 * S);
+	evaluate(p.s, T0 + 1 * S); /* the bound comes: recomputed, not cut */
+	assert_false(was_cut(&p));
+	assert_true(atomic_load(&p.s->wd_filed_at) == T0 + 3 * S);
+	assert_true(tb_sock_expiry(p.s, TB_RD).at == T0 + 3 * S);
+	evaluate(p.s, T0 + 3 * S - 1);
+	assert_false(was_cut(&p));
+	evaluate(p.s, T0 + 3 * S);
+	assert_int_equal(TB_ST(tb_sock_word(p.s)), TB_ST_EXPIRED);
+	assert_int_equal(fake.logged, 1);
+	close_pair(&p);
+}
+
+/* Filed later than the bound (or not at all): the true expiry, and the watchdog is told. */
+static void test_fresh_wait_filed_too_late_tells_the_watchdog(void **state)
+{
+	struct pair p;
+	struct tb_expiry e;
+
+	(void)state;
+	tb_settings_finish(&set);
+	p = open_pair();
+	filed_at(&p, T0 + 5 * S);
+	e = tb_wd_wait_begin(p.s, TB_RD, p.fd, T0);
+	assert_true(e.at == T0 + 1 * S && e.phase == TB_PHASE_FIRST_BYTE);
+	assert_ptr_equal(atomic_load(&incoming), p.s);
+	tb_sock_wait_end(p.s, TB_RD, T0 + 1 * MS, true, gen_of(p.s));
+	close_pair(&p);
+}
+
+/* The call's deadline is the bound when it comes first; a second waiter, a silence already
+ * counted and a connecting socket take the exact path. */
+static void test_fresh_wait_bound_and_the_exact_cases(void **state)
+{
+	struct pair p;
+	struct tb_expiry e;
+	uint32_t gen;
+
+	(void)state;
+	tb_settings_finish(&set);
+	p = open_pair();
+	gen = gen_of(p.s);
+	tb_sock_set_call(p.s, T0, T0 + 200 * MS);
+	filed_at(&p, T0 + 100 * MS);
+	e = tb_wd_wait_begin(p.s, TB_RD, p.fd, T0);
+	assert_true(e.at == T0 + 200 * MS);
+	assert_null(atomic_load(&incoming));
+	/* A second reader: the first one's silence, exactly. */
+	e = tb_wd_wait_begin(p.s, TB_RD, p.fd, T0 + 50 * MS);
+	assert_true(e.at == T0 + 200 * MS && e.phase == TB_PHASE_DEADLINE);
+	tb_sock_wait_end(p.s, TB_RD, T0 + 60 * MS, false, gen);
+	tb_sock_wait_end(p.s, TB_RD, T0 + 60 * MS, false, gen);
+	/* 60 ms of silence counted: no bound, the exact expiry (still the deadline). */
+	tb_sock_set_call(p.s, T0, TB_NEVER);
+	e = tb_wd_wait_begin(p.s, TB_RD, p.fd, T0 + 100 * MS);
+	assert_true(e.at == T0 + 100 * MS + 1 * S - 60 * MS && e.phase == TB_PHASE_FIRST_BYTE);
+	tb_sock_wait_end(p.s, TB_RD, T0 + 110 * MS, true, gen);
+	close_pair(&p);
+}
+
+/*
+ * The story: the watchdog looked at a lingering socket (nobody waiting: filed again a
+ * linger period on, 800 ms here), and in the same instant the program began a read whose
+ * call had 50 ms left. The read saw the socket filed at or before its expiry (the filing
+ * being looked at) and told nobody; the watchdog then stored its new filing, computed
+ * without the read, and the deadline was cut 750 ms late. Now the watchdog looks at the
+ * waits' stored expiries after its filing is visible (file_checked).
+ */
+static void test_wait_begun_during_the_watchdogs_look_is_not_missed(void **state)
+{
+	struct pair p;
+	int64_t at = 0, seen[2];
+
+	(void)state;
+	tb_settings_finish(&set);
+	p = open_pair();
+	atomic_store(&p.s->side[TB_RD].wait_begin, T0 - 1 * MS); /* busy a moment ago */
+	filed_at(&p, T0); /* the filing being looked at */
+	assert_int_equal(next_look(p.s, T0, &at, seen), V_FILE);
+	assert_true(at == T0 + 800 * MS); /* lingers: the shortest limit on */
+	/* Meanwhile, the program: */
+	tb_sock_set_call(p.s, T0 - 1 * S, T0 + 50 * MS);
+	assert_true(tb_wd_wait_begin(p.s, TB_RD, p.fd, T0).at == T0 + 50 * MS);
+	assert_null(atomic_load(&incoming)); /* it saw the old filing: told nobody */
+	file_checked(p.s, at, seen);
+	assert_true(atomic_load(&p.s->wd_filed_at) == T0 + 50 * MS);
+	/* A stored expiry the look had read is not taken again. */
+	seen[TB_RD] = T0 + 50 * MS;
+	file_checked(p.s, at, seen);
+	assert_true(atomic_load(&p.s->wd_filed_at) == T0 + 800 * MS);
+	tb_sock_wait_end(p.s, TB_RD, T0 + 1 * MS, true, gen_of(p.s));
 	close_pair(&p);
 }
 
@@ -716,6 +840,11 @@ int main(void)
 		cmocka_unit_test_setup(test_reader_cut_is_whole_while_a_writer_waits, setup),
 		cmocka_unit_test_setup(test_rest_of_a_cut_spares_a_reused_socket, setup),
 		cmocka_unit_test_setup(test_watchdog_sends_the_fin_after_its_grace, setup),
+		cmocka_unit_test_setup(test_fresh_wait_under_a_filed_watchdog_is_cut_at_its_true_expiry,
+				       setup),
+		cmocka_unit_test_setup(test_fresh_wait_filed_too_late_tells_the_watchdog, setup),
+		cmocka_unit_test_setup(test_fresh_wait_bound_and_the_exact_cases, setup),
+		cmocka_unit_test_setup(test_wait_begun_during_the_watchdogs_look_is_not_missed, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
