@@ -569,7 +569,20 @@ def bench_precision(rep, cfg):
                                                          b["p99_us"]["median"])
                              for na, a, nb, b in pairs) +
                    "; deadline vs poll %.2f ms; one thread's cuts alone %.2f ms" %
-                   (r["poll"]["p99_us"]["median"], r["one_cutter"]["p99_us"]["median"]))
+                   (r["poll"]["p99_us"]["median"], r["one_cutter"]["p99_us"]["median"]) +
+                   floor_note(r))
+
+
+def floor_note(r):
+    """Where the deadline misses: whether one thread cutting every wait natively, with none
+    of timebox's work (the floor of any single watchdog), misses the same bound."""
+    bound = r["poll_deadline"]["p99_us"]["median"] + 1.0
+    if r["timebox"]["p99_us"]["median"] <= bound:
+        return ""
+    floor = r["one_cutter"]["p99_us"]["median"]
+    return (" (a single cutter's floor misses it too: %.2f ms > %.2f)" % (floor, bound)
+            if floor > bound else
+            " (a single cutter's floor is within it: %.2f ms <= %.2f)" % (floor, bound))
 
 
 def bench_scale(rep, cfg):
