@@ -72,11 +72,6 @@ static void finish_breaker(struct tb_settings *s)
 	s->breaker = 0;
 }
 
-/*
- * Only first_byte and dns are resolved here. retry_window stays "not set" on purpose: its default
- * follows the deadline, and tb_settings_retry_window() computes it on demand so a later
- * change of the deadline (a per-destination rule) carries the window along.
- */
 /* The shorter of two limits that are set (> 0), TB_NEVER when neither is. */
 static int64_t shortest(int64_t a, int64_t b)
 {
@@ -85,6 +80,11 @@ static int64_t shortest(int64_t a, int64_t b)
 	return b > 0 && b < a ? b : a;
 }
 
+/*
+ * Only first_byte and dns are resolved here. retry_window stays "not set" on purpose: its default
+ * follows the deadline, and tb_settings_retry_window() computes it on demand so a later
+ * change of the deadline (a per-destination rule) carries the window along.
+ */
 void tb_settings_finish(struct tb_settings *s)
 {
 	if (s->first_byte_ns < 0)

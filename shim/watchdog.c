@@ -266,13 +266,6 @@ static bool unfile(struct tb_sock *s)
 }
 
 /*
- * Looks at one socket at `now`: cut a due wait, or file it again for the earliest future
- * expiry of its waits, or (nobody waits) keep it a little while if it was busy lately, else
- * drop it. A second look after unfiling is enough: a wait that reads wd_filed_at after the
- * first unfile sees 0 and queues the socket itself. Never loops beyond that: a socket that
- * cannot be acted on is given up, not retried (it used to spin a core here).
- */
-/*
  * Files s for `at`, then looks at the waits' stored expiries once the filing is visible:
  * a wait that began while the watchdog looked at s (after it read that side) saw the old
  * filing, at or before its expiry, and told nobody - yet `at` was computed without it, and
@@ -300,6 +293,13 @@ static void file_checked(struct tb_sock *s, int64_t at, const int64_t seen[2])
 		file_at(s, soonest); /* the first filing is superseded (look_due skips it) */
 }
 
+/*
+ * Looks at one socket at `now`: cut a due wait, or file it again for the earliest future
+ * expiry of its waits, or (nobody waits) keep it a little while if it was busy lately, else
+ * drop it. A second look after unfiling is enough: a wait that reads wd_filed_at after the
+ * first unfile sees 0 and queues the socket itself. Never loops beyond that: a socket that
+ * cannot be acted on is given up, not retried (it used to spin a core here).
+ */
 static void evaluate(struct tb_sock *s, int64_t now)
 {
 	for (int pass = 0; pass < 2; pass++) {
