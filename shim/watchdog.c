@@ -217,9 +217,10 @@ static int64_t linger_until(struct tb_sock *s, int64_t now)
 	return now - last < linger ? tb_at_after(now, linger) : 0;
 }
 
+#define TB_SEEN_NONE INT64_MIN
+
 /* Looks at s as a whole: the verdict, and for V_FILE when to look next. seen[side]: the
  * stored expiry it read of each side with waiters, TB_SEEN_NONE for a side without. */
-#define TB_SEEN_NONE INT64_MIN
 static enum verdict next_look(struct tb_sock *s, int64_t now, int64_t *at, int64_t seen[2])
 {
 	uint32_t w = tb_sock_word(s);
