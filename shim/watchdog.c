@@ -26,9 +26,6 @@ struct entry {
 	struct tb_sock *s;
 };
 
-static struct entry *heap;
-static size_t heap_len, heap_cap;
-
 /*
  * Cuts that shut only the reading half (tb_sock_expire_first) owe the peer a FIN. A program
  * told ETIMEDOUT nearly always closes the socket, and its close() sends the FIN in its own
@@ -47,43 +44,57 @@ struct owed {
 	uint32_t gen;
 };
 
-static struct owed *owed;
-static size_t owed_head, owed_len, owed_cap;
-
-static _Atomic(struct tb_sock *) incoming;
-static atomic_uint futex_word;
-static _Atomic int64_t next_wake = TB_NEVER; /* 0 while awake and about to look at incoming */
-static atomic_int started;
-static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+/*
+ * The watchdog's state, in one place so that its layout is ours: the fields every wait that
+ * tells the watchdog reads or swaps (tb_wd_arm) lie a cache line apart from the ones the
+ * watchdog writes at every filing and cut. Laid out by the linker as separate variables,
+ * heap_len and incoming shared a line.
+ */
+static struct {
+	/* Read by every wait that tells the watchdog (tb_wd_arm). */
+	_Atomic(struct tb_sock *) incoming;
+	atomic_uint futex_word;
+	atomic_int started;
+	_Atomic int64_t next_wake; /* 0 while awake and about to look at incoming */
+	pthread_mutex_t start_lock;
+	/* The watchdog thread's own, written at every filing. */
+	_Alignas(64) struct entry *heap;
+	size_t heap_len, heap_cap;
+	struct owed *owed; /* like the heap */
+	size_t owed_head, owed_len, owed_cap;
+} wd __attribute__((aligned(64))) = {
+	.next_wake = TB_NEVER,
+	.start_lock = PTHREAD_MUTEX_INITIALIZER,
+};
 
 static void heap_swap(size_t a, size_t b)
 {
-	struct entry t = heap[a];
+	struct entry t = wd.heap[a];
 
-	heap[a] = heap[b];
-	heap[b] = t;
+	wd.heap[a] = wd.heap[b];
+	wd.heap[b] = t;
 }
 
 static void heap_push(int64_t at, struct tb_sock *s)
 {
 	size_t i;
 
-	if (heap_len == heap_cap) {
-		size_t cap = heap_cap ? heap_cap * 2 : 256;
-		struct entry *h = realloc(heap, cap * sizeof(*h));
+	if (wd.heap_len == wd.heap_cap) {
+		size_t cap = wd.heap_cap ? wd.heap_cap * 2 : 256;
+		struct entry *h = realloc(wd.heap, cap * sizeof(*h));
 
 		if (h == NULL) {
 			/* Cannot file it: the wait goes unbounded rather than crash the host. */
 			atomic_store(&s->wd_filed_at, 0);
 			return;
 		}
-		heap = h;
-		heap_cap = cap;
+		wd.heap = h;
+		wd.heap_cap = cap;
 	}
-	i = heap_len++;
-	heap[i].at = at;
-	heap[i].s = s;
-	while (i > 0 && heap[(i - 1) / 2].at > heap[i].at) {
+	i = wd.heap_len++;
+	wd.heap[i].at = at;
+	wd.heap[i].s = s;
+	while (i > 0 && wd.heap[(i - 1) / 2].at > wd.heap[i].at) {
 		heap_swap(i, (i - 1) / 2);
 		i = (i - 1) / 2;
 	}
@@ -91,16 +102,16 @@ static void heap_push(int64_t at, struct tb_sock *s)
 
 static struct entry heap_pop(void)
 {
-	struct entry top = heap[0];
+	struct entry top = wd.heap[0];
 	size_t i = 0;
 
-	heap[0] = heap[--heap_len];
+	wd.heap[0] = wd.heap[--wd.heap_len];
 	for (;;) {
 		size_t l = 2 * i + 1, r = l + 1, m = i;
 
-		if (l < heap_len && heap[l].at < heap[m].at)
+		if (l < wd.heap_len && wd.heap[l].at < wd.heap[m].at)
 			m = l;
-		if (r < heap_len && heap[r].at < heap[m].at)
+		if (r < wd.heap_len && wd.heap[r].at < wd.heap[m].at)
 			m = r;
 		if (m == i)
 			break;
@@ -114,28 +125,29 @@ static struct entry heap_pop(void)
  * it cannot be noted. */
 static void owe_rest(struct tb_sock *s, uint32_t gen, int64_t now)
 {
-	if (owed_head == owed_len) {
-		owed_head = owed_len = 0;
-	} else if (owed_len == owed_cap && owed_head > 0) {
-		memmove(owed, owed + owed_head, (owed_len - owed_head) * sizeof(*owed));
-		owed_len -= owed_head;
-		owed_head = 0;
+	if (wd.owed_head == wd.owed_len) {
+		wd.owed_head = wd.owed_len = 0;
+	} else if (wd.owed_len == wd.owed_cap && wd.owed_head > 0) {
+		memmove(wd.owed, wd.owed + wd.owed_head,
+			(wd.owed_len - wd.owed_head) * sizeof(*wd.owed));
+		wd.owed_len -= wd.owed_head;
+		wd.owed_head = 0;
 	}
-	if (owed_len == owed_cap) {
-		size_t cap = owed_cap ? owed_cap * 2 : 256;
-		struct owed *o = realloc(owed, cap * sizeof(*o));
+	if (wd.owed_len == wd.owed_cap) {
+		size_t cap = wd.owed_cap ? wd.owed_cap * 2 : 256;
+		struct owed *o = realloc(wd.owed, cap * sizeof(*o));
 
 		if (o == NULL) {
 			tb_sock_cut_rest(s, gen);
 			return;
 		}
-		owed = o;
-		owed_cap = cap;
+		wd.owed = o;
+		wd.owed_cap = cap;
 	}
-	owed[owed_len].at = tb_at_after(now, FIN_GRACE_NS);
-	owed[owed_len].s = s;
-	owed[owed_len].gen = gen;
-	owed_len++;
+	wd.owed[wd.owed_len].at = tb_at_after(now, FIN_GRACE_NS);
+	wd.owed[wd.owed_len].s = s;
+	wd.owed[wd.owed_len].gen = gen;
+	wd.owed_len++;
 }
 
 static void file_at(struct tb_sock *s, int64_t at)
@@ -323,7 +335,7 @@ static void evaluate(struct tb_sock *s, int64_t now)
 
 static void drain_incoming(int64_t now)
 {
-	struct tb_sock *s = atomic_exchange_explicit(&incoming, NULL, memory_order_acquire);
+	struct tb_sock *s = atomic_exchange_explicit(&wd.incoming, NULL, memory_order_acquire);
 
 	while (s != NULL) {
 		/* Relaxed: the exchange above (acquire) pairs with the push's release CAS. */
@@ -341,10 +353,10 @@ static void drain_incoming(int64_t now)
  * cut in it. */
 static void look_due(int64_t now)
 {
-	while (heap_len > 0) {
+	while (wd.heap_len > 0) {
 		struct entry e;
 
-		if (heap[0].at > now && heap[0].at > (now = tb_now()))
+		if (wd.heap[0].at > now && wd.heap[0].at > (now = tb_now()))
 			return;
 		e = heap_pop();
 		if (atomic_load(&e.s->wd_filed_at) != e.at)
@@ -359,13 +371,14 @@ static void look_due(int64_t now)
  * forever. */
 static bool complete_owed(int64_t now)
 {
-	while (owed_head < owed_len && owed[owed_head].at <= now) {
-		struct owed o = owed[owed_head++];
+	while (wd.owed_head < wd.owed_len && wd.owed[wd.owed_head].at <= now) {
+		struct owed o = wd.owed[wd.owed_head++];
 
 		tb_sock_cut_rest(o.s, o.gen);
 		now = tb_now();
-		if (owed_head < owed_len && owed[owed_head].at <= now &&
-		    ((heap_len > 0 && heap[0].at <= now) || atomic_load(&incoming) != NULL))
+		if (wd.owed_head < wd.owed_len && wd.owed[wd.owed_head].at <= now &&
+		    ((wd.heap_len > 0 && wd.heap[0].at <= now) ||
+		     atomic_load(&wd.incoming) != NULL))
 			return true;
 	}
 	return false;
@@ -374,10 +387,10 @@ static bool complete_owed(int64_t now)
 /* When the watchdog must look next: the heap's top, or the oldest FIN owed. */
 static int64_t next_due(void)
 {
-	int64_t at = heap_len > 0 ? heap[0].at : TB_NEVER;
+	int64_t at = wd.heap_len > 0 ? wd.heap[0].at : TB_NEVER;
 
-	if (owed_head < owed_len && owed[owed_head].at < at)
-		at = owed[owed_head].at;
+	if (wd.owed_head < wd.owed_len && wd.owed[wd.owed_head].at < at)
+		at = wd.owed[wd.owed_head].at;
 	return at;
 }
 
@@ -388,10 +401,10 @@ static void *wd_main(void *arg)
 	 * added to every cut. */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	for (;;) {
-		unsigned seq = atomic_load(&futex_word);
+		unsigned seq = atomic_load(&wd.futex_word);
 		int64_t now, wake;
 
-		atomic_store(&next_wake, 0);
+		atomic_store(&wd.next_wake, 0);
 		now = tb_now();
 		drain_incoming(now);
 		look_due(now);
@@ -399,28 +412,28 @@ static void *wd_main(void *arg)
 		if (complete_owed(tb_now()))
 			continue;
 		wake = next_due();
-		atomic_store(&next_wake, wake);
-		if (atomic_load(&incoming) != NULL)
+		atomic_store(&wd.next_wake, wake);
+		if (atomic_load(&wd.incoming) != NULL)
 			continue;
-		tb_futex_wait_until(&futex_word, seq, wake, false);
+		tb_futex_wait_until(&wd.futex_word, seq, wake, false);
 	}
 	return NULL;
 }
 
 void tb_wd_start(void)
 {
-	if (atomic_load(&started))
+	if (atomic_load(&wd.started))
 		return;
-	pthread_mutex_lock(&start_lock);
-	if (atomic_load(&started))
+	pthread_mutex_lock(&wd.start_lock);
+	if (atomic_load(&wd.started))
 		goto out;
 	if (tb_service_start(wd_main, 64 * 1024, "timebox-wd"))
-		atomic_store(&started, 1);
+		atomic_store(&wd.started, 1);
 	else
 		tb_log_error("event=error what=watchdog_thread "
 			     "error=\"cannot start the watchdog thread; waits are unbounded\"");
 out:
-	pthread_mutex_unlock(&start_lock);
+	pthread_mutex_unlock(&wd.start_lock);
 }
 
 void tb_wd_arm(struct tb_sock *s, int64_t at)
@@ -431,18 +444,18 @@ void tb_wd_arm(struct tb_sock *s, int64_t at)
 	if (filed != 0 && filed <= at)
 		return;
 	if (!atomic_exchange(&s->in_incoming, true)) {
-		head = atomic_load(&incoming);
+		head = atomic_load(&wd.incoming);
 		do {
 			atomic_store_explicit(&s->incoming_next, head, memory_order_relaxed);
-		} while (!atomic_compare_exchange_weak_explicit(&incoming, &head, s,
+		} while (!atomic_compare_exchange_weak_explicit(&wd.incoming, &head, s,
 								 memory_order_release,
 								 memory_order_relaxed));
 	}
-	if (__builtin_expect(!atomic_load_explicit(&started, memory_order_relaxed), 0))
+	if (__builtin_expect(!atomic_load_explicit(&wd.started, memory_order_relaxed), 0))
 		tb_wd_start();
-	if (at < atomic_load(&next_wake)) {
-		atomic_fetch_add(&futex_word, 1);
-		tb_futex_wake_one(&futex_word, false);
+	if (at < atomic_load(&wd.next_wake)) {
+		atomic_fetch_add(&wd.futex_word, 1);
+		tb_futex_wake_one(&wd.futex_word, false);
 	}
 }
 
@@ -458,12 +471,12 @@ static void reset_sock(struct tb_sock *s)
 
 void tb_wd_fork_child(void)
 {
-	pthread_mutex_init(&start_lock, NULL);
-	atomic_store(&started, 0);
-	atomic_store(&incoming, NULL);
-	atomic_store(&next_wake, TB_NEVER);
-	heap_len = 0;
-	owed_head = owed_len = 0; /* the parent's watchdog completes its own cuts */
+	pthread_mutex_init(&wd.start_lock, NULL);
+	atomic_store(&wd.started, 0);
+	atomic_store(&wd.incoming, NULL);
+	atomic_store(&wd.next_wake, TB_NEVER);
+	wd.heap_len = 0;
+	wd.owed_head = wd.owed_len = 0; /* the parent's watchdog completes its own cuts */
 	tb_sock_noted_fork_child();
 	tb_sock_fork_child();
 	tb_sock_foreach(reset_sock);

@@ -211,7 +211,7 @@ static int setup(void **state)
 	tb_real.poll = poll;
 	tb_real.ioctl = fake_ioctl;
 	tb_real.getsockopt = fake_getsockopt;
-	atomic_store(&started, 1); /* no watchdog thread: the tests drive its steps */
+	atomic_store(&wd.started, 1); /* no watchdog thread: the tests drive its steps */
 	assert_int_equal(tb_fdtable_init(), 0);
 	return 0;
 }
@@ -292,8 +292,8 @@ static void test_bytes_for_one_reader_restart_the_others_silence(void **state)
 /* The watchdog is filed to look at p.s at `at` (as a lingering busy socket is). */
 static void filed_at(struct pair *p, int64_t at)
 {
-	heap_len = 0;
-	atomic_store(&incoming, NULL);
+	wd.heap_len = 0;
+	atomic_store(&wd.incoming, NULL);
 	atomic_store(&p->s->in_incoming, false);
 	file_at(p->s, at);
 }
@@ -315,7 +315,7 @@ static void test_fresh_wait_under_a_filed_watchdog_is_cut_at_its_true_expiry(voi
 	filed_at(&p, T0 + 500 * MS);
 	e = tb_wd_wait_begin(p.s, TB_RD, p.fd, T0);
 	assert_true(e.at == T0 + 1 * S); /* the bound, not the true 3 s */
-	assert_null(atomic_load(&incoming)); /* nothing queued, nobody woken */
+	assert_null(atomic_load(&wd.incoming)); /* nothing queued, nobody woken */
 	evaluate(p.s, T0 + 500 * MS); /* the filing comes: not due yet, looked at again */
 	assert_true(atomic_load(&p.s->wd_filed_at) == T0 + 1 * S);
 	evaluate(p.s, T0 + 1 * S); /* the bound comes: recomputed, not cut */
@@ -342,7 +342,7 @@ static void test_fresh_wait_filed_too_late_tells_the_watchdog(void **state)
 	filed_at(&p, T0 + 5 * S);
 	e = tb_wd_wait_begin(p.s, TB_RD, p.fd, T0);
 	assert_true(e.at == T0 + 1 * S && e.phase == TB_PHASE_FIRST_BYTE);
-	assert_ptr_equal(atomic_load(&incoming), p.s);
+	assert_ptr_equal(atomic_load(&wd.incoming), p.s);
 	tb_sock_wait_end(p.s, TB_RD, T0 + 1 * MS, true, gen_of(p.s));
 	close_pair(&p);
 }
@@ -363,7 +363,7 @@ static void test_fresh_wait_bound_and_the_exact_cases(void **state)
 	filed_at(&p, T0 + 100 * MS);
 	e = tb_wd_wait_begin(p.s, TB_RD, p.fd, T0);
 	assert_true(e.at == T0 + 200 * MS);
-	assert_null(atomic_load(&incoming));
+	assert_null(atomic_load(&wd.incoming));
 	/* A second reader: the first one's silence, exactly. */
 	e = tb_wd_wait_begin(p.s, TB_RD, p.fd, T0 + 50 * MS);
 	assert_true(e.at == T0 + 200 * MS && e.phase == TB_PHASE_DEADLINE);
@@ -400,7 +400,7 @@ static void test_wait_begun_during_the_watchdogs_look_is_not_missed(void **state
 	/* Meanwhile, the program: */
 	tb_sock_set_call(p.s, T0 - 1 * S, T0 + 50 * MS);
 	assert_true(tb_wd_wait_begin(p.s, TB_RD, p.fd, T0).at == T0 + 50 * MS);
-	assert_null(atomic_load(&incoming)); /* it saw the old filing: told nobody */
+	assert_null(atomic_load(&wd.incoming)); /* it saw the old filing: told nobody */
 	file_checked(p.s, at, seen);
 	assert_true(atomic_load(&p.s->wd_filed_at) == T0 + 50 * MS);
 	/* A stored expiry the look had read is not taken again. */
@@ -636,10 +636,10 @@ static void test_unverifiable_socket_is_given_up_not_looped(void **state)
 	assert_int_equal(pfd[0], fd);
 	tb_wd_wait_begin(s, TB_RD, fd, T0);
 	atomic_store(&s->side[TB_RD].expiry, T0 + 1 * S);
-	heap_len = 0;
+	wd.heap_len = 0;
 	evaluate(s, T0 + 1 * S);
 	assert_int_equal(atomic_load(&s->wd_filed_at), 0);
-	assert_int_equal(heap_len, 0);
+	assert_int_equal(wd.heap_len, 0);
 	assert_null(tb_fd_sock(fd));
 	assert_int_equal(fake.logged, 0);
 	close(pfd[0]);
@@ -742,20 +742,20 @@ static void test_watchdog_sends_the_fin_after_its_grace(void **state)
 	struct pair p = open_pair();
 
 	(void)state;
-	heap_len = 0;
-	owed_head = owed_len = 0;
+	wd.heap_len = 0;
+	wd.owed_head = wd.owed_len = 0;
 	tb_wd_wait_begin(p.s, TB_RD, p.fd, T0);
 	atomic_store(&p.s->side[TB_RD].expiry, T0 + 1 * S);
 	evaluate(p.s, T0 + 1 * S);
 	assert_int_equal(TB_ST(tb_sock_word(p.s)), TB_ST_EXPIRED);
 	assert_true(reader_woken(&p));
-	assert_int_equal(owed_len - owed_head, 1);
+	assert_int_equal(wd.owed_len - wd.owed_head, 1);
 	assert_true(next_due() == T0 + 1 * S + FIN_GRACE_NS);
 	assert_false(complete_owed(T0 + 1 * S + FIN_GRACE_NS - 1));
 	assert_false(was_cut(&p));
 	assert_false(complete_owed(T0 + 1 * S + FIN_GRACE_NS));
 	assert_true(was_cut(&p));
-	assert_int_equal(owed_len - owed_head, 0);
+	assert_int_equal(wd.owed_len - wd.owed_head, 0);
 	assert_true(next_due() == TB_NEVER);
 	close_pair(&p);
 }
