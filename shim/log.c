@@ -143,7 +143,7 @@ static void kv_quoted(struct line *l, const char *k, const char *v)
 
 static void put_ids(struct line *l, int tid)
 {
-	kv_int(l, "pid", getpid());
+	kv_int(l, "pid", tb_pid());
 	kv_int(l, "tid", tid > 0 ? tid : tb_tid());
 }
 
@@ -215,7 +215,7 @@ void tb_log_lend(void (*held_back)(void))
  * Whether a line about an event of the program's traffic goes out: the log is on and the
  * rate limit lets it through; a line held back is counted, for the report of how many
  * were. Asked before the line is formatted: in a storm of cuts most lines are held back,
- * and formatting each (a getpid system call among the rest) took the watchdog's time
+ * and formatting each (a getpid system call among the rest, then) took the watchdog's time
  * between two cuts. errno is kept.
  */
 static bool admit(void)

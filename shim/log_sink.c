@@ -39,7 +39,8 @@ static char sink_path[TB_LOG_PATH_MAX];
  * A daemon that closes 0-2 gets its next file, FIFO, device or connection on fd 2;
  * writing "timebox: ..." there corrupts it (tests/regress/log_fd2_data_file,
  * log_fd2_socket). A start-up with fd 2 closed has no stderr until the program makes one.
- * Logging is rare: an fstat per line is cheap.
+ * Logging is rare: an fstat per line is cheap. Whether it is a terminal is taken with it
+ * (one isatty per stderr, not per line: the same device is the same answer).
  *
  * Taken once at start-up (under pthread_once) or by the first line, which is logged from
  * there; replaced by the program's dup2. `seq` is odd while the fields are rewritten: a
@@ -51,6 +52,7 @@ static struct {
 	atomic_uint seq;
 	_Atomic uint64_t dev, ino, rdev;
 	atomic_uint type; /* S_IFMT bits */
+	atomic_bool tty;
 } err_id;
 
 /* A seqlock without fences (ThreadSanitizer knows no fences): the fields are stored with
@@ -58,11 +60,17 @@ static struct {
  * second load cannot move before them. */
 static void err_id_store(const struct stat *st)
 {
+	int saved = errno;
+	bool tty = S_ISCHR(st->st_mode) && isatty(2); /* st is fd 2's */
+
+	errno = saved;
+
 	atomic_fetch_add_explicit(&err_id.seq, 1, memory_order_acq_rel);
 	atomic_store_explicit(&err_id.dev, st->st_dev, memory_order_release);
 	atomic_store_explicit(&err_id.ino, st->st_ino, memory_order_release);
 	atomic_store_explicit(&err_id.rdev, st->st_rdev, memory_order_release);
 	atomic_store_explicit(&err_id.type, st->st_mode & S_IFMT, memory_order_release);
+	atomic_store_explicit(&err_id.tty, tty, memory_order_release);
 	atomic_fetch_add_explicit(&err_id.seq, 1, memory_order_release);
 }
 
@@ -84,8 +92,9 @@ static bool stderr_known(void)
 }
 
 /* Is st (fd 2 now) the program's stderr? Type, device and inode, and for a device its
- * number: /dev/null, a tty, a pipe and a journald socket are all legitimate stderrs. */
-static bool is_stderr(const struct stat *st)
+ * number: /dev/null, a tty, a pipe and a journald socket are all legitimate stderrs. *tty:
+ * whether it is a terminal. */
+static bool is_stderr(const struct stat *st, bool *tty)
 {
 	unsigned seq = atomic_load_explicit(&err_id.seq, memory_order_acquire);
 	bool same = (st->st_mode & S_IFMT) ==
@@ -94,6 +103,7 @@ static bool is_stderr(const struct stat *st)
 		    st->st_ino == atomic_load_explicit(&err_id.ino, memory_order_acquire) &&
 		    st->st_rdev == atomic_load_explicit(&err_id.rdev, memory_order_acquire);
 
+	*tty = atomic_load_explicit(&err_id.tty, memory_order_acquire);
 	return same && !(seq & 1) && atomic_load_explicit(&err_id.seq, memory_order_relaxed) == seq;
 }
 
@@ -115,7 +125,11 @@ void tb_sink_stderr_replaced(void)
  * A write or a splice into a pipe: EPIPE raises SIGPIPE in this thread, which would kill a
  * program that never writes to its stderr itself. Blocked around the call; a SIGPIPE the
  * call caused is consumed, one the thread had pending before is left to the program
- * (signals of one number do not queue: had it been pending, ours merged into it).
+ * (signals of one number do not queue: had it been pending, ours merged into it). It can
+ * have been pending only if the thread blocked it already: otherwise it was delivered. A
+ * thread of timebox's own blocks every signal for good: no mask to change, and nothing of
+ * the program's can be pending for it alone (a process-wide one is taken after the thread's
+ * own, so sigtimedwait takes ours).
  * from >= 0: splice n bytes from that pipe of ours, without waiting; from == PUT_NOWAIT:
  * write buf with RWF_NOWAIT (errno EOPNOTSUPP where the kernel cannot); else write buf.
  */
@@ -131,8 +145,13 @@ static bool put_nosignal(int fd, int from, const char *buf, size_t n)
 
 	sigemptyset(&pipe_set);
 	sigaddset(&pipe_set, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-	had = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+	if (tb_thread_service) {
+		had = false;
+	} else {
+		pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+		had = sigismember(&old, SIGPIPE) && sigpending(&pending) == 0 &&
+		      sigismember(&pending, SIGPIPE);
+	}
 	if (from >= 0) {
 		r = splice(from, NULL, fd, NULL, n, SPLICE_F_NONBLOCK);
 	} else if (from == PUT_NOWAIT) {
@@ -145,7 +164,8 @@ static bool put_nosignal(int fd, int from, const char *buf, size_t n)
 	err = errno;
 	if (r < 0 && err == EPIPE && !had)
 		sigtimedwait(&pipe_set, NULL, &zero);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!tb_thread_service)
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	errno = err;
 	return r == (ssize_t)n;
 }
@@ -251,8 +271,9 @@ static bool stderr_write(const char *buf, size_t n)
 {
 	struct pollfd p = { 2, POLLOUT, 0 };
 	struct stat st;
+	bool tty;
 
-	if (!stderr_known() || tb_fstat_raw(2, &st) < 0 || !is_stderr(&st))
+	if (!stderr_known() || tb_fstat_raw(2, &st) < 0 || !is_stderr(&st, &tty))
 		return false;
 	if (tb_fd_sock(2) != NULL)
 		return false;
@@ -265,7 +286,7 @@ static bool stderr_write(const char *buf, size_t n)
 		/* A terminal stopped by ^S or a pty whose reader stalled blocks its writers:
 		 * write only when it has room (a tty is not reopened: a hung-up one's number
 		 * may belong to someone else's session by now). */
-		if (isatty(2) && (tb_real.poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT)))
+		if (tty && (tb_real.poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT)))
 			return false;
 		return tb_real.write(2, buf, n) == (ssize_t)n;
 	}

@@ -8,6 +8,7 @@
 
 #include "clock.h"
 #include "futex.h"
+#include "thread.h"
 
 /* The creator's word that the new thread runs its function (see tb_service_start). */
 struct launch {
@@ -24,6 +25,7 @@ static void *trampoline(void *arg)
 	 * spurious one, which every futex waiter allows for. */
 	atomic_store_explicit(&l->running, 1, memory_order_release);
 	tb_futex_wake_one(&l->running, false);
+	tb_thread_service = true; /* created with every signal blocked (tb_service_start) */
 	return fn(NULL);
 }
 

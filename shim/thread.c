@@ -12,6 +12,7 @@ struct tb_budget tb_proc_budget;
 __thread struct tb_budget tb_thread_budget __attribute__((tls_model("initial-exec")));
 __thread int tb_thread_tid __attribute__((tls_model("initial-exec")));
 __thread bool tb_thread_multiplexed __attribute__((tls_model("initial-exec")));
+__thread bool tb_thread_service __attribute__((tls_model("initial-exec")));
 bool tb_process_scope;
 /* The process timebox set up: 0 until tb_thread_setup. A vfork child reads its parent's. */
 static atomic_int self_pid;
@@ -27,6 +28,13 @@ int tb_tid_slow(void)
 {
 	tb_thread_tid = (int)syscall(SYS_gettid);
 	return tb_thread_tid;
+}
+
+int tb_pid(void)
+{
+	int pid = atomic_load_explicit(&self_pid, memory_order_relaxed);
+
+	return pid != 0 ? pid : (int)syscall(SYS_getpid);
 }
 
 bool tb_foreign_process(void)

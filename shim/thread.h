@@ -20,6 +20,9 @@ extern __thread struct tb_budget tb_thread_budget
 extern __thread int tb_thread_tid __attribute__((tls_model("initial-exec"), visibility("hidden")));
 extern __thread bool tb_thread_multiplexed
 	__attribute__((tls_model("initial-exec"), visibility("hidden")));
+/* One of timebox's own threads (service.c): every signal blocked for its whole life. */
+extern __thread bool tb_thread_service
+	__attribute__((tls_model("initial-exec"), visibility("hidden")));
 extern bool tb_process_scope;
 
 int tb_tid_slow(void);
@@ -58,6 +61,13 @@ static inline struct tb_budget *tb_budget_here(void)
  * A child of fork() is set up again by tb_thread_fork_child and is not foreign.
  */
 bool tb_foreign_process(void);
+
+/*
+ * This process's id for a log line, without a system call: the one timebox set up (kept
+ * across fork by tb_thread_fork_child). In a vfork child it is the parent's, as the tid
+ * tb_tid() caches is the parent thread's: such a child runs on its parent's memory.
+ */
+int tb_pid(void);
 
 /* In a forked child: a new process id, a new tid, and no call under way on this thread. */
 void tb_thread_fork_child(void);

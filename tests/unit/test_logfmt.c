@@ -54,6 +54,11 @@ int tb_tid_slow(void)
 	return tb_thread_tid;
 }
 
+int tb_pid(void)
+{
+	return (int)getpid(); /* as the library's, once it has set up */
+}
+
 void tb_stats_wake(void)
 {
 }

@@ -137,6 +137,7 @@ void tb_gates_release(struct tb_gate *g, int slot_fd)
 }
 
 __thread int tb_thread_tid = 4242; /* tb_tid() reads it (thread.h) */
+__thread bool tb_thread_service; /* service.c's trampoline sets it */
 
 int tb_tid_slow(void)
 {
