@@ -16,6 +16,8 @@
 struct tb_window {
 	int64_t bucket_ns;      /* window length / TB_WINDOW_BUCKETS (>= 1) */
 	int64_t newest;         /* index (now / bucket_ns) of the newest bucket */
+	int64_t newest_start;   /* newest * bucket_ns: a `now` in that bucket needs no division */
+	uint64_t sum_a, sum_b;  /* the sums of a[] and b[], kept as they change */
 	uint32_t a[TB_WINDOW_BUCKETS], b[TB_WINDOW_BUCKETS]; /* two counts per bucket */
 };
 
@@ -30,10 +32,15 @@ void tb_window_init(struct tb_window *w, int64_t len_ns);
  */
 void tb_window_add(struct tb_window *w, int64_t now, uint32_t a, uint32_t b);
 
-/* The sums over the window at `now`; buckets older than the window are dropped (cleared). */
+/* The sums over the window at `now`; buckets older than the window are dropped (cleared).
+ * No loop over the buckets: the sums are kept as counts are added and dropped. */
 void tb_window_sum(struct tb_window *w, int64_t now, uint64_t *a, uint64_t *b);
 
 /* Every count to 0; the length stays. */
 void tb_window_clear(struct tb_window *w);
+
+/* The kept sums and bucket start taken again from the counts: for a window whose last
+ * update may have stopped half-way (a process that died holding its lock). */
+void tb_window_repair(struct tb_window *w);
 
 #endif

@@ -65,7 +65,7 @@ struct prot_state {
 	atomic_ulong opened, refused, retries, retry_refused;
 	_Atomic int64_t min_rtt, rtt;
 };
-#define STATE_VERSION 1
+#define STATE_VERSION 2 /* 2: the windows keep their sums (window.h) */
 _Static_assert(sizeof(struct prot_state) <= TB_GATE_PAGE, "one page of a shared file");
 
 struct entry {
@@ -251,18 +251,23 @@ static void entry_init(struct entry *e, const struct tb_dest *d, const struct tb
 enum { HELD_INSERT = 1, HELD_ENTRY = 2 };
 static __thread unsigned char held __attribute__((tls_model("initial-exec")));
 
-static bool take(pthread_mutex_t *m, unsigned bit)
+enum { TAKE_NOT, TAKE_OK, TAKE_FROM_DEAD };
+
+/* TAKE_NOT in a handler above its thread's own hold. TAKE_FROM_DEAD: a process that died
+ * holding a shared lock left it to us. Its update may be half done, which the state
+ * machines survive (counts, times; the windows' kept sums are taken again from their
+ * counts, by the caller), and the breaker is never left stuck. */
+static int take(pthread_mutex_t *m, unsigned bit)
 {
 	if (held & bit)
-		return false;
+		return TAKE_NOT;
 	held |= bit;
 	atomic_signal_fence(memory_order_seq_cst);
-	/* A process that died holding a shared lock leaves it to us: its update may be half
-	 * done, which the state machines survive (counts, times), and the breaker is never
-	 * left stuck. */
-	if (pthread_mutex_lock(m) == EOWNERDEAD)
+	if (pthread_mutex_lock(m) == EOWNERDEAD) {
 		pthread_mutex_consistent(m);
-	return true;
+		return TAKE_FROM_DEAD;
+	}
+	return TAKE_OK;
 }
 
 static void give(pthread_mutex_t *m, unsigned bit)
@@ -273,9 +278,19 @@ static void give(pthread_mutex_t *m, unsigned bit)
 }
 
 /* The destination's lock; false in a handler that interrupted its thread's own update. */
-static bool lock(struct entry *e)
+static __attribute__((noinline, cold)) void repair(struct prot_state *st)
 {
-	return take(&e->st->lock, HELD_ENTRY);
+	tb_window_repair(&st->br.win);
+	tb_window_repair(&st->rb.win);
+}
+
+static inline __attribute__((always_inline)) bool lock(struct entry *e)
+{
+	int t = take(&e->st->lock, HELD_ENTRY);
+
+	if (__builtin_expect(t == TAKE_FROM_DEAD, 0))
+		repair(e->st);
+	return t != TAKE_NOT;
 }
 
 static void unlock(struct entry *e)
@@ -300,7 +315,7 @@ static struct entry *entry_of(const struct tb_dest *d, const struct tb_settings 
 			return e;
 		}
 	}
-	if (!take(&insert_lock, HELD_INSERT)) {
+	if (take(&insert_lock, HELD_INSERT) == TAKE_NOT) {
 		*index = 0;
 		return NULL; /* a handler, above this thread's own insertion: unprotected */
 	}

@@ -439,6 +439,68 @@ static void test_window_rolls(void **state)
 	assert_int_equal(a, 1);
 }
 
+/* The sums of the buckets, counted the long way. */
+static void sums_by_loop(const struct tb_window *w, uint64_t *a, uint64_t *b)
+{
+	*a = *b = 0;
+	for (int i = 0; i < TB_WINDOW_BUCKETS; i++) {
+		*a += w->a[i];
+		*b += w->b[i];
+	}
+}
+
+/* The kept sums are the buckets' sums after any sequence of adds, late adds, saturating
+ * adds, jumps of the clock and clears; a window whose sums were left wrong (an update that
+ * stopped half-way in a process that died) is put right by tb_window_repair. */
+static void test_window_kept_sums_match_the_counts(void **state)
+{
+	struct tb_window w;
+	int64_t now = T0;
+	uint32_t x = 88172645u;
+	uint64_t a, b, la, lb;
+
+	(void)state;
+	tb_window_init(&w, 10 * S);
+	for (int i = 0; i < 200000; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		switch (x % 16) {
+		case 0: /* a jump: within a bucket, across some, past the window */
+			now += (int64_t)(x >> 8) % (3 * S);
+			break;
+		case 1:
+			now += 15 * S;
+			break;
+		case 2: /* a late add, perhaps older than the window */
+			tb_window_add(&w, now - (int64_t)(x >> 8) % (12 * S), 1, x & 1);
+			break;
+		case 3: /* a count at its cap */
+			tb_window_add(&w, now, UINT32_MAX, UINT32_MAX / 2);
+			break;
+		case 4:
+			if ((x >> 8) % 64 == 0)
+				tb_window_clear(&w);
+			break;
+		default:
+			now += (int64_t)(x >> 8) % (50 * MS);
+			tb_window_add(&w, now, 1, (x >> 4) & 1);
+			break;
+		}
+		tb_window_sum(&w, now, &a, &b);
+		sums_by_loop(&w, &la, &lb);
+		assert_true(a == la && b == lb);
+	}
+	w.sum_a += 7;
+	w.sum_b = 0;
+	w.newest_start = 0;
+	tb_window_repair(&w);
+	tb_window_sum(&w, now, &a, &b);
+	sums_by_loop(&w, &la, &lb);
+	assert_true(a == la && b == lb);
+	assert_true(w.newest_start == w.newest * w.bucket_ns);
+}
+
 /* Random connects, outcomes, forgets and lost tickets on a clock that jumps: whatever the
  * order, the breaker's invariants hold. */
 static void test_random_walk_invariants(void **state)
@@ -541,6 +603,7 @@ int main(void)
 		cmocka_unit_test(test_off_never_opens),
 		cmocka_unit_test(test_cfg_clamps),
 		cmocka_unit_test(test_window_rolls),
+		cmocka_unit_test(test_window_kept_sums_match_the_counts),
 		cmocka_unit_test(test_random_walk_invariants),
 	};
 
