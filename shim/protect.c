@@ -54,6 +54,8 @@ struct prot_state {
 	struct tb_retry_budget rb;
 	struct tb_adaptive ad;
 	struct mark marks[MARKS];
+	int64_t marks_until;           /* no mark's `until` is later: a success looks for its
+					* thread's mark only before then */
 	uint32_t told_period;          /* the breaker period whose first refusal was logged */
 	uint32_t pad;
 	uint64_t refused_untold;       /* refusals since the last reject line */
@@ -133,6 +135,7 @@ static void state_init(struct prot_state *st, const struct entry *e, bool shared
 	tb_retry_init(&st->rb, &e->rc);
 	tb_adaptive_init(&st->ad, &e->ac, now);
 	st->told_period = UINT32_MAX;
+	st->marks_until = 0;
 	if (e->auto_on)
 		atomic_store(&st->limit, tb_adaptive_limit(&st->ad));
 }
@@ -282,6 +285,9 @@ static __attribute__((noinline, cold)) void repair(struct prot_state *st)
 {
 	tb_window_repair(&st->br.win);
 	tb_window_repair(&st->rb.win);
+	for (int i = 0; i < MARKS; i++)
+		if (st->marks[i].until > st->marks_until)
+			st->marks_until = st->marks[i].until;
 }
 
 static inline __attribute__((always_inline)) bool lock(struct entry *e)
@@ -621,14 +627,21 @@ static void record_at(struct entry *e, struct call *c, bool failed, const char *
 	if (e->breaker_on)
 		note_change(e, tb_breaker_record(&e->st->br, &e->bc, now, &t, failed), now, reason,
 			    &note);
-	if (e->retry_on && tid > 0) {
-		struct mark *m = mark_of(e, tid, failed);
+	if (e->retry_on && tid > 0 && failed) {
+		struct mark *m = mark_of(e, tid, true);
+
+		m->until = tb_at_after(now, e->rc.window_ns < RETRY_MARK_NS ? e->rc.window_ns
+									 : RETRY_MARK_NS);
+		if (m->until > e->st->marks_until)
+			e->st->marks_until = m->until;
+	} else if (e->retry_on && tid > 0 && e->st->marks_until > now) {
+		/* A success clears its thread's mark. Past marks_until no mark is live (a mark
+		 * past its `until` marks nothing), and the eight places are not searched: the
+		 * healthy destination's every outcome. */
+		struct mark *m = mark_of(e, tid, false);
 
 		if (m != NULL)
-			m->until = failed ? tb_at_after(now, e->rc.window_ns < RETRY_MARK_NS ?
-								   e->rc.window_ns :
-								   RETRY_MARK_NS)
-					  : 0;
+			m->until = 0;
 	}
 	if (e->auto_on && rtt >= 0) {
 		g = atomic_load_explicit(&e->gate, memory_order_relaxed);

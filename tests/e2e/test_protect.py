@@ -118,6 +118,45 @@ def test_retry_budget_caps_the_load():
     assert lib.tb_records(run_w.stderr, event="reject", reason="retry_budget"), run_w
 
 
+RETRY_SEQUENCE = r"""
+import http.client, sys
+port = int(sys.argv[1])
+for path in sys.argv[2:]:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        c.request("GET", path)
+        r = c.getresponse()
+        r.read()
+        print("ok", flush=True)
+    except ConnectionRefusedError:
+        print("refused", flush=True)
+    except (ConnectionResetError, http.client.IncompleteRead, http.client.RemoteDisconnected):
+        print("reset", flush=True)
+    finally:
+        c.close()
+"""
+
+
+def test_retry_budget_success_makes_the_next_call_a_first_attempt():
+    """A thread's failed call marks its next connect as a retry; the retry's success clears
+    the mark, so the call after it is a first attempt again. The downstream closes two of
+    the connections without answering (a failure: no byte of an answer came). With 100 %
+    and no floor a retry is let through while retries stay within first attempts: ok,
+    closed, ok (the retry: 1 of 2), ok (a first attempt: 3), closed (4), ok (the retry: 2
+    of 4). Had the success left the mark, the fourth call would have been a retry (2 of 2)
+    and the fifth one more (3 of 2): refused at its connect (seen when the clearing was
+    taken out)."""
+    env = lib.preload_env({"TIMEBOX_RETRY_BUDGET": "100%", "TIMEBOX_RETRY_BUDGET_FLOOR": 0})
+    with lib.FaultServer() as srv:
+        res = lib.run(["python3", "-c", RETRY_SEQUENCE, str(srv.port), "/ok", "/close", "/ok",
+                       "/ok", "/close", "/ok"], env=env)
+    print(res.stdout, res.stderr)
+    assert not lib.tb_records(res.stderr, event="config_error"), res
+    assert res.returncode == 0, res
+    assert res.stdout.split() == ["ok", "reset", "ok", "ok", "reset", "ok"], res
+    assert not lib.tb_records(res.stderr, event="reject"), res
+
+
 # ---- 3. the gate that sizes itself ----------------------------------------------------------
 
 def test_adaptive_gate_settles_near_the_downstreams_concurrency():
