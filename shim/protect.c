@@ -464,13 +464,21 @@ static void note_change(struct entry *e, enum tb_breaker_change ch, int64_t now,
 	}
 }
 
-static void say_change(const struct entry *e, const struct tb_prot_note *n)
+static __attribute__((noinline)) void say_changed(const struct entry *e,
+						 const struct tb_prot_note *n)
 {
 	const char *state = change_state((enum tb_breaker_change)n->ch);
 
 	if (state != NULL)
 		tb_log_breaker(&e->dest, state, n->reason, n->last, n->failures, n->calls,
 			       n->for_ns);
+}
+
+/* Nearly every outcome changes nothing: tested here, inline. */
+static inline void say_change(const struct entry *e, const struct tb_prot_note *n)
+{
+	if (n->ch != TB_BREAKER_SAME)
+		say_changed(e, n);
 }
 
 void tb_prot_say(const struct tb_prot_note *n)
