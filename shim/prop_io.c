@@ -382,6 +382,12 @@ void tb_pout_connected(int fd, struct tb_sock *s)
 
 /* The entry for a send on fd (socket s, generation gen), its flag held; NULL: send the bytes
  * unchanged (no chunk, or another thread is sending on the socket). */
+/* The connection is not HTTP: its next sends take the plain path (tb_pout_wanted). */
+static void not_http(struct tb_sock *s)
+{
+	atomic_fetch_or_explicit(&s->frame_state, TB_FS_PLAIN, memory_order_relaxed);
+}
+
 static struct pout_entry *pout_take(int fd, struct tb_sock *s, uint32_t gen)
 {
 	struct pout_entry *c, *e;
@@ -402,6 +408,7 @@ static struct pout_entry *pout_take(int fd, struct tb_sock *s, uint32_t gen)
 	}
 	if (e->verdict == POUT_NOT_HTTP) {
 		flag_drop(&e->flag);
+		not_http(s);
 		return NULL; /* nothing can be pending: no request line ever ended */
 	}
 	return e;
@@ -544,6 +551,8 @@ out:
 			e->verdict = v > 0 ? POUT_HTTP : v < 0 ? POUT_NOT_HTTP : POUT_UNKNOWN;
 		}
 		flag_drop(&e->flag);
+		if (e->verdict == POUT_NOT_HTTP)
+			not_http(s);
 	}
 	return rc;
 }

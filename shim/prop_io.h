@@ -65,11 +65,14 @@ void tb_pin_writing(int fd);
  * (maps its chunk; the first request starts with the first byte). errno preserved. */
 void tb_pout_connected(int fd, struct tb_sock *s);
 
-/* Whether sends on governed socket s go through tb_pout_send: its rule propagates. For the
- * hooks: two loads when propagation is off. */
+/* Whether sends on governed socket s go through tb_pout_send: its rule propagates, and its
+ * connection has not shown itself other than HTTP (TB_FS_PLAIN: the planner would send its
+ * bytes unchanged, as the plain path does). For the hooks: two loads when propagation is
+ * off. */
 static inline bool tb_pout_wanted(struct tb_sock *s)
 {
-	return atomic_load_explicit(&s->set, memory_order_relaxed)->propagate;
+	return atomic_load_explicit(&s->set, memory_order_relaxed)->propagate &&
+	       !(atomic_load_explicit(&s->frame_state, memory_order_relaxed) & TB_FS_PLAIN);
 }
 
 /*

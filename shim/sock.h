@@ -131,6 +131,9 @@ struct tb_side_state {
 #define TB_FS_STARTS 0x20u /* tb_frame_send_starts_call: the next send begins a new call */
 #define TB_FS_NOTED 0x40u  /* xfer.c: the connection's tls_answered_wait notice was counted
 			    * (set by any thread, kept by each publish) */
+#define TB_FS_PLAIN 0x80u  /* prop_io.c: the connection is not HTTP, no deadline header ever
+			    * goes in it: its sends take the plain path (set by any thread,
+			    * kept by each publish; a bit lost to a publish is set again) */
 
 struct tb_sock {
 	atomic_uint state;

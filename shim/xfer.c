@@ -402,7 +402,8 @@ static unsigned publish(struct tb_sock *s, const struct tb_frame *f)
 		fs |= TB_FS_STARTS;
 	if (fs == TB_FRAME_RAW)
 		tb_sock_frame_over(s);
-	fs |= atomic_load_explicit(&s->frame_state, memory_order_relaxed) & TB_FS_NOTED;
+	fs |= atomic_load_explicit(&s->frame_state, memory_order_relaxed) &
+	      (TB_FS_NOTED | TB_FS_PLAIN);
 	atomic_store_explicit(&s->frame_state, (unsigned char)fs, memory_order_relaxed);
 	return fs;
 }
