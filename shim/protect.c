@@ -17,6 +17,7 @@
 
 #include "adaptive.h"
 #include "clock.h"
+#include "futex.h"
 #include "gate_file.h"
 #include "gate.h"
 #include "gates.h"
@@ -85,6 +86,7 @@ struct entry {
 	char name[96];
 	struct entry *next_shared;
 	_Atomic(struct tb_gate *) gate;
+	atomic_uint own_lock;          /* the lock of `own` (local_lock), own.lock unused */
 	struct prot_state own;
 };
 
@@ -280,7 +282,8 @@ static void give(pthread_mutex_t *m, unsigned bit)
 	held &= ~bit;
 }
 
-/* The destination's lock; false in a handler that interrupted its thread's own update. */
+/* A shared page's state whose last update may have stopped half-way: what is kept beside
+ * the counts is taken again from them. */
 static __attribute__((noinline, cold)) void repair(struct prot_state *st)
 {
 	tb_window_repair(&st->br.win);
@@ -290,17 +293,61 @@ static __attribute__((noinline, cold)) void repair(struct prot_state *st)
 			st->marks_until = st->marks[i].until;
 }
 
+/*
+ * The lock of a process's own state: 0 free, 1 held, 2 held and perhaps waited for (a futex
+ * private to the process). A destination's lock is taken at every call's outcome, and a
+ * pthread mutex's lock and unlock were 55 instructions of it; this one is a compare-and-swap
+ * and an exchange when nobody waits. A shared page keeps its robust pthread mutex (a process
+ * that dies holding it must leave it to the next).
+ */
+static void local_lock(atomic_uint *l)
+{
+	unsigned c = 0;
+
+	if (atomic_compare_exchange_strong_explicit(l, &c, 1, memory_order_acquire,
+						    memory_order_relaxed))
+		return;
+	if (c != 2)
+		c = atomic_exchange_explicit(l, 2, memory_order_acquire);
+	while (c != 0) {
+		tb_futex_wait_until(l, 2, TB_NEVER, false);
+		c = atomic_exchange_explicit(l, 2, memory_order_acquire);
+	}
+}
+
+static void local_unlock(atomic_uint *l)
+{
+	if (atomic_exchange_explicit(l, 0, memory_order_release) == 2)
+		tb_futex_wake_one(l, false);
+}
+
+/* The destination's lock; false in a handler that interrupted its thread's own update. */
 static inline __attribute__((always_inline)) bool lock(struct entry *e)
 {
-	int t = take(&e->st->lock, HELD_ENTRY);
+	int t;
 
+	if (e->st == &e->own) {
+		if (held & HELD_ENTRY)
+			return false;
+		held |= HELD_ENTRY;
+		atomic_signal_fence(memory_order_seq_cst);
+		local_lock(&e->own_lock);
+		return true;
+	}
+	t = take(&e->st->lock, HELD_ENTRY);
 	if (__builtin_expect(t == TAKE_FROM_DEAD, 0))
 		repair(e->st);
 	return t != TAKE_NOT;
 }
 
-static void unlock(struct entry *e)
+static inline __attribute__((always_inline)) void unlock(struct entry *e)
 {
+	if (e->st == &e->own) {
+		local_unlock(&e->own_lock);
+		atomic_signal_fence(memory_order_seq_cst);
+		held &= ~HELD_ENTRY;
+		return;
+	}
 	give(&e->st->lock, HELD_ENTRY);
 }
 
@@ -833,7 +880,7 @@ void tb_prot_fork_child(void)
 		struct entry *e = atomic_load_explicit(&made[i], memory_order_relaxed);
 
 		if (e->st == &e->own)
-			pthread_mutex_init(&e->own.lock, NULL);
+			atomic_store(&e->own_lock, 0);
 	}
 	/* A shared page stays shared (its mutex is robust, and the parent's threads that may
 	 * hold it are not gone). The child takes a use lock of its own, so that neither's exit
