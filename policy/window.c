@@ -79,7 +79,8 @@ static inline __attribute__((always_inline)) bool in_newest(const struct tb_wind
 	       (uint64_t)now - (uint64_t)w->newest_start < (uint64_t)len_of(w);
 }
 
-static inline __attribute__((always_inline)) void add_to(struct tb_window *w, int slot, uint32_t a, uint32_t b)
+static inline __attribute__((always_inline)) void add_to(struct tb_window *w, int slot,
+							 uint32_t a, uint32_t b)
 {
 	uint32_t was = w->a[slot];
 
