@@ -380,14 +380,14 @@ void tb_pout_connected(int fd, struct tb_sock *s)
 	errno = saved;
 }
 
-/* The entry for a send on fd (socket s, generation gen), its flag held; NULL: send the bytes
- * unchanged (no chunk, or another thread is sending on the socket). */
 /* The connection is not HTTP: its next sends take the plain path (tb_pout_wanted). */
 static void not_http(struct tb_sock *s)
 {
 	atomic_fetch_or_explicit(&s->frame_state, TB_FS_PLAIN, memory_order_relaxed);
 }
 
+/* The entry for a send on fd (socket s, generation gen), its flag held; NULL: send the bytes
+ * unchanged (no chunk, or another thread is sending on the socket). */
 static struct pout_entry *pout_take(int fd, struct tb_sock *s, uint32_t gen)
 {
 	struct pout_entry *c, *e;
