@@ -129,14 +129,58 @@ out:
 }
 
 /*
+ * The process's TIMEBOX_* variables, gathered in one pass over environ: the settings look
+ * up some forty names, and getenv scans the whole environment for each - in a container
+ * whose environment names every service, a few hundred entries forty times at every exec.
+ * The first entry of a name wins, as getenv's does; a name of another prefix, or more
+ * TIMEBOX_* entries than fit, go to getenv.
+ */
+#define OWN_ENV_MAX 128
+
+struct own_env {
+	size_t n;
+	bool all;
+	const char *v[OWN_ENV_MAX];
+};
+
+static void own_env_gather(struct own_env *e)
+{
+	e->n = 0;
+	e->all = true;
+	for (char **p = environ; p != NULL && *p != NULL; p++) {
+		if (strncmp(*p, "TIMEBOX_", 8) != 0)
+			continue;
+		if (e->n == OWN_ENV_MAX) {
+			e->all = false;
+			return;
+		}
+		e->v[e->n++] = *p;
+	}
+}
+
+static const char *own_env_get(const char *name, void *ctx)
+{
+	const struct own_env *e = ctx;
+	size_t len = strlen(name);
+
+	if (!e->all || strncmp(name, "TIMEBOX_", 8) != 0)
+		return getenv(name);
+	for (size_t i = 0; i < e->n; i++)
+		if (strncmp(e->v[i], name, len) == 0 && e->v[i][len] == '=')
+			return e->v[i] + len + 1;
+	return NULL;
+}
+
+/*
  * Reads TIMEBOX_CONFIG, if set, over the environment's settings: *cfg becomes the resolved
  * defaults. Prints one line per problem, saying what is done about it (or that the process
  * refuses to run when `strict`, or when the file's defaults say strict). Returns the number
  * of problems; sets *strict_out when the file asks for strictness.
  */
-static int configure_file(struct tb_settings *cfg, bool strict, bool *strict_out)
+static int configure_file(struct tb_settings *cfg, struct own_env *env, bool strict,
+			  bool *strict_out)
 {
-	const char *path = getenv("TIMEBOX_CONFIG");
+	const char *path = own_env_get("TIMEBOX_CONFIG", env);
 	struct tb_overrides ov;
 	struct tb_config *c;
 	struct pending *p;
@@ -148,7 +192,7 @@ static int configure_file(struct tb_settings *cfg, bool strict, bool *strict_out
 	p = calloc(1, sizeof(*p));
 	memset(&ov, 0, sizeof(ov));
 	/* Launcher options reach us as variables: for the library both are "the environment". */
-	tb_overrides_from(&ov, tb_env_getenv, NULL, TB_ORIGIN_ENV);
+	tb_overrides_from(&ov, own_env_get, env, TB_ORIGIN_ENV);
 	c = read_config(path, &ov, p, &errors);
 	if (c == NULL) {
 		tb_log_config_file_error(path, 0, NULL, NULL, "out of memory reading the file",
@@ -180,11 +224,15 @@ static void report_env(void *ctx, const char *name, const char *value, const cha
 
 bool tb_configure(void)
 {
-	const char *strict_text = getenv("TIMEBOX_STRICT"), *observe_text = getenv("TIMEBOX_OBSERVE");
+	static struct own_env env; /* at load, before any thread of ours */
+	const char *strict_text, *observe_text;
 	struct tb_settings scratch;
 	bool strict = false, file_strict;
 	int errors;
 
+	own_env_gather(&env);
+	strict_text = own_env_get("TIMEBOX_STRICT", &env);
+	observe_text = own_env_get("TIMEBOX_OBSERVE", &env);
 	/* Strictness first: it decides what the other errors say they do. An observed process
 	 * (TIMEBOX_OBSERVE) is never refused: nothing would be governed anyway. */
 	tb_settings_init(&scratch);
@@ -195,10 +243,10 @@ bool tb_configure(void)
 	    tb_env_apply(&scratch, tb_env_find("TIMEBOX_OBSERVE", 0), observe_text, NULL,
 			 NULL) == 0 && scratch.observe)
 		strict = false;
-	errors = tb_env_load(&tb_default_settings, tb_env_getenv, NULL, report_env, &strict);
+	errors = tb_env_load(&tb_default_settings, own_env_get, &env, report_env, &strict);
 	errors += tb_env_check_unknown(environ, report_env, &strict);
-	errors += configure_file(&tb_default_settings, strict || tb_default_settings.strict,
-				 &file_strict);
+	errors += configure_file(&tb_default_settings, &env,
+				 strict || tb_default_settings.strict, &file_strict);
 	if (tb_default_settings.observe)
 		return true;
 	return errors == 0 || !(strict || tb_default_settings.strict || file_strict);

@@ -282,33 +282,6 @@ static void say_self(const char *name)
 #define TB_BINDER __attribute__((no_sanitize("thread")))
 #define SET_SLOT(slot, p) __atomic_store_n((slot), (p), __ATOMIC_RELAXED)
 
-/*
- * Binds *slot to the next definition of `name` after timebox, or to `fallback` (the system
- * call) when there is none or when it lies inside timebox itself (`self`, our load base):
- * forwarding there would recurse. The check asks the loader which object holds the
- * resolved address: comparing with `&name` as seen from here would be wrong in a library
- * loaded by dlopen, where `name` means libc's function and so equals the right answer.
- */
-static TB_BINDER void bind_one(void **slot, const char *name, void *fallback,
-			       const void *self)
-{
-	void *p = dlsym(RTLD_NEXT, name);
-	Dl_info where;
-
-	if (p != NULL && dladdr(p, &where) != 0 && where.dli_fbase == self) {
-		say_self(name);
-		p = NULL;
-	}
-	SET_SLOT(slot, p != NULL ? p : fallback);
-}
-
-#define BIND(name) bind_one((void **)&tb_real.name, #name, (void *)raw_##name, self)
-
-/*
- * The stdio entries are checked against timebox's own address range instead of by dladdr:
- * dladdr scans the symbols of the object it lands in (libc's thousands), and the 25 stdio
- * names took start-up from 2.9 M to 5.1 M instructions that way.
- */
 struct range {
 	uintptr_t lo, hi;
 };
@@ -349,10 +322,38 @@ static struct range range_of(const void *p)
 	return q.r;
 }
 
+static bool in_range(struct range r, const void *p)
+{
+	return r.hi != 0 && (uintptr_t)p >= r.lo && (uintptr_t)p < r.hi;
+}
+
+/*
+ * Binds *slot to the next definition of `name` after timebox, or to `fallback` (the system
+ * call) when there is none or when it lies inside timebox itself (`self`, the address range
+ * of our loaded segments): forwarding there would recurse. The check asks where the resolved
+ * address lies: comparing with `&name` as seen from here would be wrong in a library loaded
+ * by dlopen, where `name` means libc's function and so equals the right answer. It is made
+ * against our own range instead of by dladdr: dladdr scans the symbols of the object it
+ * lands in (libc's thousands), 3.7 M instructions for these names - 30 times what starting
+ * /bin/true costs natively.
+ */
+static TB_BINDER void bind_one(void **slot, const char *name, void *fallback, struct range self)
+{
+	void *p = dlsym(RTLD_NEXT, name);
+
+	if (p != NULL && in_range(self, p)) {
+		say_self(name);
+		p = NULL;
+	}
+	SET_SLOT(slot, p != NULL ? p : fallback);
+}
+
+#define BIND(name) bind_one((void **)&tb_real.name, #name, (void *)raw_##name, self)
+
 #define BIND_STDIO(name)                                                                    \
 	do {                                                                                \
 		void *p_ = dlsym(RTLD_NEXT, #name);                                         \
-		if (p_ != NULL && (uintptr_t)p_ >= self.lo && (uintptr_t)p_ < self.hi) {    \
+		if (p_ != NULL && in_range(self, p_)) {                                     \
 			say_self(#name);                                                    \
 			p_ = NULL;                                                          \
 		}                                                                           \
@@ -360,10 +361,8 @@ static struct range range_of(const void *p)
 			 p_ != NULL ? (__typeof__(tb_real.name))p_ : raw_##name);            \
 	} while (0)
 
-static TB_BINDER void bind_stdio(void)
+static TB_BINDER void bind_stdio(struct range self)
 {
-	struct range self = range_of(&tb_real);
-
 	BIND_STDIO(fgets);
 	BIND_STDIO(fgets_unlocked);
 	BIND_STDIO(__fgets_chk);
@@ -393,15 +392,10 @@ static TB_BINDER void bind_stdio(void)
 
 bool tb_real_send_direct, tb_real_sendmsg_direct;
 
-static bool in_range(struct range r, const void *p)
-{
-	return r.hi != 0 && (uintptr_t)p >= r.lo && (uintptr_t)p < r.hi;
-}
 
 static TB_BINDER void bind_all(void)
 {
-	Dl_info here;
-	const void *self = dladdr((void *)&tb_real, &here) != 0 ? here.dli_fbase : NULL;
+	struct range self = range_of(&tb_real);
 
 	BIND(read);
 	BIND(write);
@@ -436,7 +430,7 @@ static TB_BINDER void bind_all(void)
 	BIND(freopen);
 	BIND(freopen64);
 	BIND(dlopen);
-	bind_stdio();
+	bind_stdio(self);
 	BIND(epoll_create);
 	BIND(epoll_create1);
 	BIND(epoll_ctl);

@@ -22,6 +22,7 @@ import os
 import platform
 import re
 import shutil
+import resource
 import signal
 import socket
 import statistics
@@ -53,6 +54,8 @@ LIMITS = {
     "TIMEBOX_DEADLINE": DEADLINE,
 }
 GATE_CAP = 8
+# What loading the library may add to a process's start (/bin/true, whole process).
+START_UP_ADDED_MAX = 150000
 # What governing one raw exchange (a write and a read) may add to the client's instructions.
 EXCHANGE_ADDED_MAX = 300
 
@@ -493,6 +496,21 @@ def bench_fastpath(rep, cfg):
     dd = {v: summary(t) for v, t in times.items()}
     res["dd"] = {"native_s": dd["native"], "timebox_s": dd["timebox"],
                  "ratio": dd["native"]["median"] / dd["timebox"]["median"]}
+    # A process's start: what loading the library costs every exec, governed or not.
+    start = {v: callgrind_instructions(["/bin/true"], env_for(v)) for v in ("native", "timebox")}
+    spawns = cfg["spawns"]
+    cpu = {"native": [], "timebox": []}
+    for _, variant in interleaved(list(cpu), cfg["reps"]):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        for _ in range(spawns):
+            subprocess.run(["/bin/true"], env=env_for(variant), check=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu[variant].append((after.ru_utime + after.ru_stime - before.ru_utime -
+                             before.ru_stime) / spawns * 1e3)
+    cpu = {v: summary(t) for v, t in cpu.items()}
+    res["start_up"] = {"native": start["native"], "timebox": start["timebox"],
+                       "added": start["timebox"] - start["native"],
+                       "cpu_ms_native": cpu["native"], "cpu_ms_timebox": cpu["timebox"]}
     rep.results["fastpath"] = res
     text = table(["fd", "calls", "instructions/call native", "preloaded", "added"], rows)
     text += "\n\nInstructions in user space (`valgrind --tool=callgrind`), from runs of " \
@@ -501,11 +519,22 @@ def bench_fastpath(rep, cfg):
     text += table(["dd bs=64 count=%d" % count, "seconds"],
                   [["native", cell(dd["native"], 3)], ["timebox", cell(dd["timebox"], 3)]])
     text += "\n\nThroughput ratio timebox/native: %.3f." % res["dd"]["ratio"]
+    su = res["start_up"]
+    text += "\n\n" + table(["start-up of /bin/true", "instructions", "CPU ms per process"],
+                           [["native", fmt(su["native"]), cell(su["cpu_ms_native"], 3)],
+                            ["timebox", fmt(su["timebox"]), cell(su["cpu_ms_timebox"], 3)]])
+    text += "\n\nWhat every exec pays for loading the library, governed or not: " \
+            "instructions by callgrind (the whole process), CPU time (user + system) per " \
+            "process from %d spawns per run, interleaved." % cfg["spawns"]
     rep.section("Untracked fast path (files, pipes)", text)
     for mode in ("file", "pipe"):
         rep.target("fast path (%s): ≤ 30 extra instructions per call" % mode,
                    res[mode]["extra"] <= 30, "%+.2f" % res[mode]["extra"])
     rep.target("dd bs=64: ratio ≥ 0.98", res["dd"]["ratio"] >= 0.98, "%.3f" % res["dd"]["ratio"])
+    rep.target("start-up: ≤ %s instructions added to a process (/bin/true)" %
+               fmt(START_UP_ADDED_MAX), su["added"] <= START_UP_ADDED_MAX,
+               "%+d (native %s, timebox %s)" % (su["added"], fmt(su["native"]),
+                                                fmt(su["timebox"])))
 
 
 def bench_precision(rep, cfg):
@@ -1189,14 +1218,14 @@ def config(quick):
     if quick:
         return {"reps": 2, "reps_exchange": 2, "reps_precision": 1,
                 "exchange": [(1, 2000), (32, 100)],
-                "sys_n": (1000, 3000), "cg_n": (1000, 11000), "dd_count": 65536,
+                "sys_n": (1000, 3000), "cg_n": (1000, 11000), "dd_count": 65536, "spawns": 20,
                 "precision_threads": [10, 100, 1000], "scale_sockets": [1, 100, 1000],
                 "scale_threads": [100], "scale_n": 2000, "gate": (64, 10),
                 "epoll": (64, 200), "epoll_sys_n": (50, 250), "frame_n": (200, 1200),
                 "epoll_cg_n": (20, 70), "storm_secs": 6, "adaptive": (5, 3000)}
     return {"reps": 5, "reps_exchange": 7, "reps_precision": 5,
             "exchange": [(1, 20000), (32, 2500)],
-            "sys_n": (10000, 60000), "cg_n": (50000, 1050000), "dd_count": 2097152,
+            "sys_n": (10000, 60000), "cg_n": (50000, 1050000), "dd_count": 2097152, "spawns": 300,
             "precision_threads": [10, 100, 1000], "scale_sockets": [1, 100, 1000, 10000],
             "scale_threads": [1000], "scale_n": 20000, "gate": (64, 300),
             "epoll": (64, 2000), "epoll_sys_n": (200, 1200), "frame_n": (1000, 11000),
