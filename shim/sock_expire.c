@@ -579,11 +579,13 @@ enum { LOG_PENDING = 1, LOG_AWAITED = 2, LOG_NOTED = 4, LOG_SLOT_SHIFT = 3 };
 enum { SLOT_FREE, SLOT_NOTED };
 
 struct noted {
-	atomic_uint state;
 	struct tb_log_note note;
 };
 
 static struct noted noted[NOTED_SLOTS];
+/* Each slot's state, apart from the notes (512 bytes, not 23 KB): a fork child frees them
+ * all, and storing into each slot faulted in six pages at every fork of every process. */
+static atomic_uint noted_state[NOTED_SLOTS];
 
 /* The socket whose line this thread is writing (or about to): a signal handler that closes
  * it in the middle must not wait for the line its own thread holds. */
@@ -604,7 +606,7 @@ static struct noted *noted_slot(void)
 		struct noted *n = &noted[(noted_next + i) % NOTED_SLOTS];
 
 		/* Acquire: pairs with the release that freed it, after its note was copied. */
-		if (atomic_load_explicit(&n->state, memory_order_acquire) == SLOT_FREE) {
+		if (atomic_load_explicit(&noted_state[n - noted], memory_order_acquire) == SLOT_FREE) {
 			noted_next = (noted_next + i + 1) % NOTED_SLOTS;
 			return n;
 		}
@@ -626,7 +628,7 @@ static bool take_noted(struct tb_sock *s, unsigned *v)
 						     memory_order_acquire, memory_order_acquire))
 		return false;
 	note = n->note;
-	atomic_store_explicit(&n->state, SLOT_FREE, memory_order_release);
+	atomic_store_explicit(&noted_state[n - noted], SLOT_FREE, memory_order_release);
 	outer = line_of;
 	line_of = s;
 	write_note(&note);
@@ -638,7 +640,8 @@ static bool take_noted(struct tb_sock *s, unsigned *v)
 void tb_sock_noted_fork_child(void)
 {
 	for (unsigned k = 0; k < NOTED_SLOTS; k++)
-		atomic_store_explicit(&noted[k].state, SLOT_FREE, memory_order_relaxed);
+		if (atomic_load_explicit(&noted_state[k], memory_order_relaxed) != SLOT_FREE)
+			atomic_store_explicit(&noted_state[k], SLOT_FREE, memory_order_relaxed);
 }
 
 /*
@@ -758,7 +761,7 @@ static int expire(struct tb_sock *s, uint32_t gen, enum tb_side side, enum tb_ph
 	atomic_fetch_add_explicit(&tb_expiries[phase], 1, memory_order_relaxed);
 	note->timed = tb_stats_cut(s, phase, &note->timers);
 	if (slot != NULL) {
-		atomic_store_explicit(&slot->state, SLOT_NOTED, memory_order_relaxed);
+		atomic_store_explicit(&noted_state[slot - noted], SLOT_NOTED, memory_order_relaxed);
 		/* Release: whoever takes the line (acquire) reads the note filled above. */
 		atomic_store_explicit(&s->log_pending,
 				      LOG_NOTED | (unsigned)(slot - noted) << LOG_SLOT_SHIFT,

@@ -3,16 +3,49 @@
  * Run natively and preloaded under callgrind; the difference in instructions between two
  * values of N, divided by the calls added, is what the hooks add per call.
  *
- * usage: reads --mode file|pipe --n N
+ * usage: reads --mode file|pipe|fork --n N
  *
  *   file   N reads of 64 bytes from /dev/zero
  *   pipe   N rounds of write(64) then read(64) on a pipe: 2N calls
+ *   fork   N forks of a child that exits at once, one after the other: prints the children's
+ *          page faults per child and the microseconds per fork (what the library's fork
+ *          handlers cost a process that forks)
  */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+static int forks(long n)
+{
+    struct timespec a, b;
+    struct rusage ru;
+
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (long i = 0; i < n; i++) {
+        pid_t p = fork();
+
+        if (p == 0)
+            _exit(0);
+        if (p < 0 || waitpid(p, NULL, 0) != p) {
+            perror("reads: fork");
+            return 1;
+        }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    if (getrusage(RUSAGE_CHILDREN, &ru) != 0) {
+        perror("reads: getrusage");
+        return 1;
+    }
+    printf("mode=fork n=%ld faults_per_child=%.2f us_per_fork=%.2f\n", n,
+           (double)ru.ru_minflt / (double)n,
+           ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) / 1e3 / (double)n);
+    return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -25,12 +58,15 @@ int main(int argc, char **argv)
             n = atol(argv[i + 1]);
         else if (strcmp(argv[i], "--mode") == 0)
             pipe_mode = strcmp(argv[i + 1], "pipe") == 0 ? 1 :
-                        strcmp(argv[i + 1], "file") == 0 ? 0 : -1;
+                        strcmp(argv[i + 1], "file") == 0 ? 0 :
+                        strcmp(argv[i + 1], "fork") == 0 ? 2 : -1;
     }
     if (n < 0 || pipe_mode < 0) {
-        fprintf(stderr, "usage: reads --mode file|pipe --n N\n");
+        fprintf(stderr, "usage: reads --mode file|pipe|fork --n N\n");
         return 2;
     }
+    if (pipe_mode == 2)
+        return forks(n);
     if (pipe_mode) {
         if (pipe(fds) < 0) {
             perror("reads: pipe");

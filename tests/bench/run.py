@@ -56,6 +56,8 @@ LIMITS = {
 GATE_CAP = 8
 # What loading the library may add to a process's start (/bin/true, whole process).
 START_UP_ADDED_MAX = 150000
+# What the fork handlers may add to a fork child's page faults (a child that exits at once).
+FORK_FAULTS_ADDED_MAX = 50
 # What governing one raw exchange (a write and a read) may add to the client's instructions.
 EXCHANGE_ADDED_MAX = 300
 
@@ -508,6 +510,20 @@ def bench_fastpath(rep, cfg):
         cpu[variant].append((after.ru_utime + after.ru_stime - before.ru_utime -
                              before.ru_stime) / spawns * 1e3)
     cpu = {v: summary(t) for v, t in cpu.items()}
+    # A fork: what the library's fork handlers cost a process that forks (a shell, a
+    # pre-fork server): its children's page faults (a count) and the time per fork.
+    fork_runs = {"native": [], "timebox": []}
+    for _, variant in interleaved(list(fork_runs), cfg["reps"]):
+        out = subprocess.run([exe("reads"), "--mode", "fork", "--n", str(cfg["forks"])],
+                             env=env_for(variant), check=True, capture_output=True,
+                             text=True).stdout
+        fork_runs[variant].append({k: float(v) for k, v in
+                                   re.findall(r"(faults_per_child|us_per_fork)=([\d.]+)", out)})
+    res["fork"] = {v: {"faults_per_child": summary([r["faults_per_child"] for r in runs]),
+                       "us_per_fork": summary([r["us_per_fork"] for r in runs])}
+                   for v, runs in fork_runs.items()}
+    res["fork"]["faults_added"] = (res["fork"]["timebox"]["faults_per_child"]["median"] -
+                                   res["fork"]["native"]["faults_per_child"]["median"])
     res["start_up"] = {"native": start["native"], "timebox": start["timebox"],
                        "added": start["timebox"] - start["native"],
                        "cpu_ms_native": cpu["native"], "cpu_ms_timebox": cpu["timebox"]}
@@ -526,11 +542,24 @@ def bench_fastpath(rep, cfg):
     text += "\n\nWhat every exec pays for loading the library, governed or not: " \
             "instructions by callgrind (the whole process), CPU time (user + system) per " \
             "process from %d spawns per run, interleaved." % cfg["spawns"]
+    fk = res["fork"]
+    text += "\n\n" + table(["fork (child exits at once)", "page faults per child",
+                            "us per fork"],
+                           [[v, cell(fk[v]["faults_per_child"], 1), cell(fk[v]["us_per_fork"], 1)]
+                            for v in ("native", "timebox")])
+    text += "\n\nA process that forks, with a limit set (so the fork handlers run) and no " \
+            "socket: %d forks per run, one after the other, interleaved." % cfg["forks"]
     rep.section("Untracked fast path (files, pipes)", text)
     for mode in ("file", "pipe"):
         rep.target("fast path (%s): ≤ 30 extra instructions per call" % mode,
                    res[mode]["extra"] <= 30, "%+.2f" % res[mode]["extra"])
     rep.target("dd bs=64: ratio ≥ 0.98", res["dd"]["ratio"] >= 0.98, "%.3f" % res["dd"]["ratio"])
+    rep.target("fork: ≤ %d page faults added to each child" % FORK_FAULTS_ADDED_MAX,
+               fk["faults_added"] <= FORK_FAULTS_ADDED_MAX,
+               "%+.1f (native %.1f, timebox %.1f; %.0f vs %.0f us per fork)" %
+               (fk["faults_added"], fk["native"]["faults_per_child"]["median"],
+                fk["timebox"]["faults_per_child"]["median"], fk["native"]["us_per_fork"]["median"],
+                fk["timebox"]["us_per_fork"]["median"]))
     rep.target("start-up: ≤ %s instructions added to a process (/bin/true)" %
                fmt(START_UP_ADDED_MAX), su["added"] <= START_UP_ADDED_MAX,
                "%+d (native %s, timebox %s)" % (su["added"], fmt(su["native"]),
@@ -1218,14 +1247,14 @@ def config(quick):
     if quick:
         return {"reps": 2, "reps_exchange": 2, "reps_precision": 1,
                 "exchange": [(1, 2000), (32, 100)],
-                "sys_n": (1000, 3000), "cg_n": (1000, 11000), "dd_count": 65536, "spawns": 20,
+                "sys_n": (1000, 3000), "cg_n": (1000, 11000), "dd_count": 65536, "spawns": 20, "forks": 200,
                 "precision_threads": [10, 100, 1000], "scale_sockets": [1, 100, 1000],
                 "scale_threads": [100], "scale_n": 2000, "gate": (64, 10),
                 "epoll": (64, 200), "epoll_sys_n": (50, 250), "frame_n": (200, 1200),
                 "epoll_cg_n": (20, 70), "storm_secs": 6, "adaptive": (5, 3000)}
     return {"reps": 5, "reps_exchange": 7, "reps_precision": 5,
             "exchange": [(1, 20000), (32, 2500)],
-            "sys_n": (10000, 60000), "cg_n": (50000, 1050000), "dd_count": 2097152, "spawns": 300,
+            "sys_n": (10000, 60000), "cg_n": (50000, 1050000), "dd_count": 2097152, "spawns": 300, "forks": 2000,
             "precision_threads": [10, 100, 1000], "scale_sockets": [1, 100, 1000, 10000],
             "scale_threads": [1000], "scale_n": 20000, "gate": (64, 300),
             "epoll": (64, 2000), "epoll_sys_n": (200, 1200), "frame_n": (1000, 11000),
