@@ -43,10 +43,37 @@ static int find_program(const char *file, char *out)
 	}
 }
 
+/*
+ * The file's bytes from the last window read: the headers are read one small structure at
+ * a time (a program header, a section header), and one pread per structure was 55 system
+ * calls for a common binary, twice per `timebox run`. A window serves every small read it
+ * holds; elf_scan opens and drops it, so it never outlives the fd it was read from.
+ */
+#define WINDOW 8192
+
+static struct {
+	int fd; /* -1: none */
+	off_t off;
+	size_t len;
+	unsigned char data[WINDOW];
+} win = { .fd = -1 };
+
 /* Reads len bytes at off; returns 0 or -1. */
 static int read_at(int fd, void *buf, size_t len, off_t off)
 {
-	return pread(fd, buf, len, off) == (ssize_t)len ? 0 : -1;
+	if (len > WINDOW / 4 || off < 0)
+		return pread(fd, buf, len, off) == (ssize_t)len ? 0 : -1;
+	if (win.fd != fd || off < win.off || (size_t)(off - win.off) + len > win.len) {
+		ssize_t n = pread(fd, win.data, WINDOW, off);
+
+		win.fd = n >= 0 ? fd : -1;
+		win.off = off;
+		win.len = n >= 0 ? (size_t)n : 0;
+	}
+	if (win.fd != fd || (size_t)(off - win.off) + len > win.len)
+		return -1; /* past the end of the file */
+	memcpy(buf, win.data + (off - win.off), len);
+	return 0;
 }
 
 /* The ELF facts that matter here, for 32- and 64-bit files of the host's byte order. */
@@ -248,15 +275,20 @@ static int elf_scan(int fd, struct elf_facts *f)
 	struct elf_header h;
 
 	memset(f, 0, sizeof(*f));
+	win.fd = -1; /* the fd's number may have named another file */
 	if (read_at(fd, ident, sizeof(ident), 0) < 0 || memcmp(ident, ELFMAG, SELFMAG) != 0 ||
-	    read_header(fd, ident[EI_CLASS], &h) < 0)
+	    read_header(fd, ident[EI_CLASS], &h) < 0) {
+		win.fd = -1;
 		return -1;
+	}
 	for (unsigned i = 0; i < h.phnum && i < 4096; i++) {
 		uint32_t type;
 		uint64_t offset, size;
 
-		if (read_segment(fd, &h, i, &type, &offset, &size) < 0)
+		if (read_segment(fd, &h, i, &type, &offset, &size) < 0) {
+			win.fd = -1;
 			return -1;
+		}
 		if (type != PT_INTERP)
 			continue;
 		f->has_interp = 1;
@@ -265,6 +297,7 @@ static int elf_scan(int fd, struct elf_facts *f)
 			f->interp[size - 1] = '\0'; /* the segment holds the NUL */
 	}
 	scan_sections(fd, &h, f);
+	win.fd = -1;
 	return 0;
 }
 
