@@ -364,12 +364,12 @@ static TB_SLOW void ctl_governed(int epfd, int op, int fd, const struct epoll_ev
 	int saved = errno;
 	uint64_t tag;
 
-	/* A vfork child changes none of the parent's bookkeeping. The check costs a getpid
-	 * system call, so a MOD of a known registration never comes here (epoll_ctl): event
-	 * loops modify on every read/write switch (libuv), and such a MOD only rewrites an
-	 * entry that the inherited epoll instance - the parent's own - now matches. */
-	if (tb_foreign_process())
-		return;
+	/* No vfork check here (a getpid system call): the instance is the kernel's, and a
+	 * vfork child reaches it through the fd it inherited, so what the child adds or
+	 * deletes the parent's own instance now holds or no longer holds, and the table
+	 * follows it - as F_SETFL's copy of O_NONBLOCK follows the shared file description.
+	 * Event loops that switch a socket between reading and writing by DEL and ADD (redis's
+	 * ae) paid four system calls per request for it (tests/regress/epoll_del_add_getpid.c). */
 	if (tb_epset_init(atomic_load(&tb_fd_cap)) != 0)
 		goto out;
 	if (op == EPOLL_CTL_DEL) {
