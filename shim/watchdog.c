@@ -459,15 +459,25 @@ void tb_wd_arm(struct tb_sock *s, int64_t at)
 	}
 }
 
+/* Each field is read before it is written: a fork child that writes a page copies it, and
+ * an idle socket's entry has nothing to clear. */
+#define CLEAR(field) \
+	do { \
+		if (atomic_load_explicit(&(field), memory_order_relaxed)) \
+			atomic_store(&(field), 0); \
+	} while (0)
+
 static void reset_sock(struct tb_sock *s)
 {
-	atomic_store(&s->wd_filed_at, 0);
-	atomic_store(&s->in_incoming, false);
-	atomic_store(&s->busy, 0);
-	atomic_store(&s->log_pending, 0); /* the parent writes its own lines */
-	atomic_store(&s->side[TB_RD].waiters, 0);
-	atomic_store(&s->side[TB_WR].waiters, 0);
+	CLEAR(s->wd_filed_at);
+	CLEAR(s->in_incoming);
+	CLEAR(s->busy);
+	CLEAR(s->log_pending); /* the parent writes its own lines */
+	CLEAR(s->side[TB_RD].waiters);
+	CLEAR(s->side[TB_WR].waiters);
 }
+
+#undef CLEAR
 
 void tb_wd_fork_child(void)
 {
