@@ -89,7 +89,8 @@ static struct tb_epset *set_new(unsigned refs)
 		atomic_flag_clear(&s->lock);
 	}
 	s->used = 0;
-	s->retired = NULL;
+	atomic_store(&s->retired, NULL);
+	atomic_store(&s->tabled, true); /* made for the table (tb_epset_get_or_make) */
 	s->free_next = NULL;
 	atomic_store(&s->live, 0);
 	atomic_store(&s->oneshots, 0);
@@ -109,11 +110,10 @@ static void set_release(struct tb_epset *s)
 	spin_lock(&s->lock);
 	a = atomic_exchange(&s->arr, NULL);
 	free(a);
-	for (a = s->retired; a != NULL; a = next) {
+	for (a = atomic_exchange(&s->retired, NULL); a != NULL; a = next) {
 		next = a->retired_next;
 		free(a);
 	}
-	s->retired = NULL;
 	atomic_store(&s->live, 0);
 	atomic_store(&s->oneshots, 0);
 	spin_unlock(&s->lock);
@@ -123,10 +123,42 @@ static void set_release(struct tb_epset *s)
 	spin_unlock(&free_lock);
 }
 
+/* Under the lock: the retired arrays, detached when nobody but the table holds a reference
+ * (rule 3), to be freed after the lock (rule 1); NULL otherwise. `others`: references
+ * held by the caller. The count is read before `tabled`. */
+static struct tb_epset_arr *take_retired(struct tb_epset *s, unsigned others)
+{
+	if (atomic_load_explicit(&s->retired, memory_order_relaxed) == NULL ||
+	    atomic_load(&s->refs) != 1 + others || !atomic_load(&s->tabled))
+		return NULL;
+	return atomic_exchange_explicit(&s->retired, NULL, memory_order_relaxed);
+}
+
+static void free_retired(struct tb_epset_arr *a)
+{
+	for (struct tb_epset_arr *next; a != NULL; a = next) {
+		next = a->retired_next;
+		free(a);
+	}
+}
+
 void tb_epset_put_ref(struct tb_epset *s)
 {
-	if (s != NULL && atomic_fetch_sub(&s->refs, 1) == 1)
+	unsigned left;
+
+	if (s == NULL)
+		return;
+	left = atomic_fetch_sub(&s->refs, 1) - 1;
+	if (left == 0) {
 		set_release(s);
+	} else if (left == 1 && atomic_load_explicit(&s->retired, memory_order_relaxed) != NULL &&
+		   !atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire)) {
+		/* Tried, not waited for: a handler above its own thread's writer skips it. */
+		struct tb_epset_arr *gone = take_retired(s, 0);
+
+		spin_unlock(&s->lock);
+		free_retired(gone);
+	}
 }
 
 struct tb_epset *tb_epset_get(int epfd)
@@ -182,9 +214,15 @@ void tb_epset_drop(int epfd)
 {
 	_Atomic(struct tb_epset *) *t = atomic_load_explicit(&tb_eptab, memory_order_acquire);
 
+	struct tb_epset *s;
+
 	if (t == NULL || epfd < 0 || epfd >= atomic_load(&tb_ep_cap))
 		return;
-	tb_epset_put_ref(atomic_exchange(&t[epfd], NULL));
+	s = atomic_exchange(&t[epfd], NULL);
+	if (s != NULL) {
+		atomic_store(&s->tabled, false); /* before the reference goes (rule 3) */
+		tb_epset_put_ref(s);
+	}
 }
 
 static uint32_t slot_of(int fd, uint32_t cap)
@@ -235,6 +273,25 @@ static void insert(struct tb_epset_arr *a, int fd, uint32_t events, uint64_t tag
 	fill(&a->e[i], fd, events, tag, data);
 }
 
+/* The first tombstone on fd's probe path before its end, or NULL: an ADD after a DEL of
+ * the same fd (an event loop switching a socket between reading and writing) takes its
+ * old slot back instead of a new one, so the count of used slots does not grow. Writers
+ * only; fd has no entry. */
+static struct tb_epset_ent *first_tomb(struct tb_epset_arr *a, int fd)
+{
+	if (a == NULL)
+		return NULL;
+	for (uint32_t i = slot_of(fd, a->cap), n = 0; n < a->cap; i = (i + 1) & (a->cap - 1), n++) {
+		int32_t f = atomic_load_explicit(&a->e[i].fd, memory_order_relaxed);
+
+		if (f == TOMB)
+			return &a->e[i];
+		if (f == EMPTY)
+			return NULL;
+	}
+	return NULL;
+}
+
 /* Writers' view of the instance's size, for the growth decision made before the lock. */
 static uint32_t cap_needed(struct tb_epset *s)
 {
@@ -279,7 +336,7 @@ bool tb_epset_modify(int epfd, int fd, uint32_t events, uint64_t tag, uint64_t d
 
 int tb_epset_put(struct tb_epset *s, int fd, uint32_t events, uint64_t tag, uint64_t data)
 {
-	struct tb_epset_arr *a, *fresh = NULL;
+	struct tb_epset_arr *a, *fresh = NULL, *gone;
 	struct tb_epset_ent *e;
 	uint32_t want;
 
@@ -296,6 +353,14 @@ int tb_epset_put(struct tb_epset *s, int fd, uint32_t events, uint64_t tag, uint
 			spin_unlock(&s->lock);
 			if (fresh != NULL)
 				free(fresh);
+			return 0;
+		}
+		if ((e = first_tomb(a, fd)) != NULL) {
+			fill(e, fd, events, tag, data);
+			count_oneshot(s, 0, events);
+			atomic_fetch_add(&s->live, 1);
+			spin_unlock(&s->lock);
+			free(fresh);
 			return 0;
 		}
 		want = cap_needed(s);
@@ -317,10 +382,10 @@ int tb_epset_put(struct tb_epset *s, int fd, uint32_t events, uint64_t tag, uint
 				       atomic_load(&a->e[i].tag), atomic_load(&a->e[i].data));
 		}
 		s->used = atomic_load(&s->live);
-		atomic_store_explicit(&s->arr, fresh, memory_order_release);
+		atomic_store(&s->arr, fresh); /* before the count is read (rule 3) */
 		if (a != NULL) {
-			a->retired_next = s->retired;
-			s->retired = a;
+			a->retired_next = atomic_load_explicit(&s->retired, memory_order_relaxed);
+			atomic_store_explicit(&s->retired, a, memory_order_relaxed);
 		}
 		a = fresh;
 		fresh = NULL;
@@ -329,8 +394,10 @@ int tb_epset_put(struct tb_epset *s, int fd, uint32_t events, uint64_t tag, uint
 	count_oneshot(s, 0, events);
 	s->used++;
 	atomic_fetch_add(&s->live, 1);
+	gone = take_retired(s, 1); /* the caller's reference */
 	spin_unlock(&s->lock);
 	free(fresh);
+	free_retired(gone);
 	return 0;
 }
 
@@ -384,7 +451,7 @@ void tb_epset_scan(struct tb_epset *s,
 		   bool (*fn)(void *ctx, int fd, uint32_t events, uint64_t tag, uint64_t data),
 		   void *ctx)
 {
-	struct tb_epset_arr *a = atomic_load_explicit(&s->arr, memory_order_acquire);
+	struct tb_epset_arr *a = atomic_load(&s->arr); /* after the reference (rule 3) */
 
 	for (uint32_t i = 0; a != NULL && i < a->cap; i++) {
 		struct tb_epset_ent *e = &a->e[i];
