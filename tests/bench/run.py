@@ -562,8 +562,9 @@ def bench_fastpath(rep, cfg):
                 fk["timebox"]["us_per_fork"]["median"]))
     rep.target("start-up: ≤ %s instructions added to a process (/bin/true)" %
                fmt(START_UP_ADDED_MAX), su["added"] <= START_UP_ADDED_MAX,
-               "%+d (native %s, timebox %s)" % (su["added"], fmt(su["native"]),
-                                                fmt(su["timebox"])))
+               "%s%s (native %s, timebox %s)" % ("+" if su["added"] >= 0 else "",
+                                                  fmt(su["added"]), fmt(su["native"]),
+                                                  fmt(su["timebox"])))
 
 
 def bench_precision(rep, cfg):
