@@ -47,7 +47,8 @@ static int find_program(const char *file, char *out)
  * The file's bytes from the last window read: the headers are read one small structure at
  * a time (a program header, a section header), and one pread per structure was 55 system
  * calls for a common binary, twice per `timebox run`. A window serves every small read it
- * holds; elf_scan opens and drops it, so it never outlives the fd it was read from.
+ * holds; only elf_scan reads through it, and drops it first (its fd's number may have
+ * named another file in the previous scan).
  */
 #define WINDOW 8192
 
@@ -277,18 +278,14 @@ static int elf_scan(int fd, struct elf_facts *f)
 	memset(f, 0, sizeof(*f));
 	win.fd = -1; /* the fd's number may have named another file */
 	if (read_at(fd, ident, sizeof(ident), 0) < 0 || memcmp(ident, ELFMAG, SELFMAG) != 0 ||
-	    read_header(fd, ident[EI_CLASS], &h) < 0) {
-		win.fd = -1;
+	    read_header(fd, ident[EI_CLASS], &h) < 0)
 		return -1;
-	}
 	for (unsigned i = 0; i < h.phnum && i < 4096; i++) {
 		uint32_t type;
 		uint64_t offset, size;
 
-		if (read_segment(fd, &h, i, &type, &offset, &size) < 0) {
-			win.fd = -1;
+		if (read_segment(fd, &h, i, &type, &offset, &size) < 0)
 			return -1;
-		}
 		if (type != PT_INTERP)
 			continue;
 		f->has_interp = 1;
@@ -297,7 +294,6 @@ static int elf_scan(int fd, struct elf_facts *f)
 			f->interp[size - 1] = '\0'; /* the segment holds the NUL */
 	}
 	scan_sections(fd, &h, f);
-	win.fd = -1;
 	return 0;
 }
 

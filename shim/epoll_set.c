@@ -230,9 +230,14 @@ static uint32_t slot_of(int fd, uint32_t cap)
 	return ((uint32_t)fd * 2654435761u) & (cap - 1);
 }
 
-/* fd's entry, or NULL. Writers only. */
-static struct tb_epset_ent *find(struct tb_epset_arr *a, int fd)
+/* fd's entry, or NULL; and in *tomb (unless NULL) the first tombstone on fd's probe path
+ * before its end, or NULL: an ADD after a DEL of the same fd (an event loop switching a
+ * socket between reading and writing) takes its old slot back instead of a new one, so the
+ * count of used slots does not grow. Writers only. */
+static struct tb_epset_ent *probe(struct tb_epset_arr *a, int fd, struct tb_epset_ent **tomb)
 {
+	if (tomb != NULL)
+		*tomb = NULL;
 	if (a == NULL)
 		return NULL;
 	for (uint32_t i = slot_of(fd, a->cap), n = 0; n < a->cap; i = (i + 1) & (a->cap - 1), n++) {
@@ -242,8 +247,15 @@ static struct tb_epset_ent *find(struct tb_epset_arr *a, int fd)
 			return &a->e[i];
 		if (f == EMPTY)
 			return NULL;
+		if (f == TOMB && tomb != NULL && *tomb == NULL)
+			*tomb = &a->e[i];
 	}
 	return NULL;
+}
+
+static struct tb_epset_ent *find(struct tb_epset_arr *a, int fd)
+{
+	return probe(a, fd, NULL);
 }
 
 /* The instance's count of one-shot entries, as an entry's events go from `was` to `now`
@@ -271,25 +283,6 @@ static void insert(struct tb_epset_arr *a, int fd, uint32_t events, uint64_t tag
 	while (atomic_load_explicit(&a->e[i].fd, memory_order_relaxed) >= 0)
 		i = (i + 1) & (a->cap - 1);
 	fill(&a->e[i], fd, events, tag, data);
-}
-
-/* The first tombstone on fd's probe path before its end, or NULL: an ADD after a DEL of
- * the same fd (an event loop switching a socket between reading and writing) takes its
- * old slot back instead of a new one, so the count of used slots does not grow. Writers
- * only; fd has no entry. */
-static struct tb_epset_ent *first_tomb(struct tb_epset_arr *a, int fd)
-{
-	if (a == NULL)
-		return NULL;
-	for (uint32_t i = slot_of(fd, a->cap), n = 0; n < a->cap; i = (i + 1) & (a->cap - 1), n++) {
-		int32_t f = atomic_load_explicit(&a->e[i].fd, memory_order_relaxed);
-
-		if (f == TOMB)
-			return &a->e[i];
-		if (f == EMPTY)
-			return NULL;
-	}
-	return NULL;
 }
 
 /* Writers' view of the instance's size, for the growth decision made before the lock. */
@@ -337,7 +330,7 @@ bool tb_epset_modify(int epfd, int fd, uint32_t events, uint64_t tag, uint64_t d
 int tb_epset_put(struct tb_epset *s, int fd, uint32_t events, uint64_t tag, uint64_t data)
 {
 	struct tb_epset_arr *a, *fresh = NULL, *gone;
-	struct tb_epset_ent *e;
+	struct tb_epset_ent *e, *tomb;
 	uint32_t want;
 
 	if (fd < 0)
@@ -345,7 +338,7 @@ int tb_epset_put(struct tb_epset *s, int fd, uint32_t events, uint64_t tag, uint
 	for (;;) {
 		spin_lock(&s->lock);
 		a = atomic_load(&s->arr);
-		e = find(a, fd);
+		e = probe(a, fd, &tomb);
 		if (e != NULL) {
 			count_oneshot(s, atomic_load_explicit(&e->events, memory_order_relaxed),
 				      events);
@@ -355,8 +348,8 @@ int tb_epset_put(struct tb_epset *s, int fd, uint32_t events, uint64_t tag, uint
 				free(fresh);
 			return 0;
 		}
-		if ((e = first_tomb(a, fd)) != NULL) {
-			fill(e, fd, events, tag, data);
+		if (tomb != NULL) {
+			fill(tomb, fd, events, tag, data);
 			count_oneshot(s, 0, events);
 			atomic_fetch_add(&s->live, 1);
 			spin_unlock(&s->lock);
