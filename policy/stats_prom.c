@@ -50,12 +50,13 @@ const char *tb_notice_name(enum tb_notice k)
 
 int tb_stats_rows(const struct tb_stats_seg *seg, struct tb_stats_row *rows)
 {
-	unsigned nd = atomic_load_explicit(&seg->ndests, memory_order_acquire);
+	/* Only rows with pages: reading the hole past them would allocate its pages (tmpfs). */
+	unsigned nd = atomic_load_explicit(&seg->rows_allocated, memory_order_acquire);
 	int n = 0;
 
 	if (nd > TB_STATS_DESTS)
 		nd = TB_STATS_DESTS;
-	for (unsigned i = 0; i < TB_STATS_DESTS; i++) {
+	for (unsigned i = 0; i < nd; i++) {
 		const struct tb_stats_dest *d = &seg->d[i];
 		struct tb_stats_row *r = NULL;
 		struct tb_hist_snap h;

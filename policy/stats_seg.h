@@ -10,7 +10,7 @@
 #include "settings.h"
 
 #define TB_STATS_MAGIC UINT64_C(0x3173746174736274) /* "tbstats1", little-endian */
-#define TB_STATS_VERSION 4
+#define TB_STATS_VERSION 5
 #define TB_STATS_DESTS 32 /* destinations with their own row; later ones count as "other" */
 #define TB_STATS_TEXT 64
 
@@ -64,7 +64,8 @@ struct tb_stats_seg {
 	_Atomic uint32_t ndests;        /* rows claimed (<= TB_STATS_DESTS) */
 	_Atomic uint32_t wake;          /* a reader adds 1 and futex-wakes it: refresh now */
 	_Atomic uint32_t refreshed;     /* the stats thread adds 1 after each refresh */
-	uint32_t pad;
+	_Atomic uint32_t rows_allocated; /* rows 0..n-1 have their pages; the rest is a hole,
+					  * touched by no one (a fault allocates on tmpfs) */
 	_Atomic uint64_t other_calls;   /* calls to destinations past the table */
 	_Atomic uint64_t arrived_spent; /* inbound requests whose deadline header said 0 */
 	struct tb_stats_dest d[TB_STATS_DESTS];

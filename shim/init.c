@@ -20,6 +20,7 @@
 #include "protect.h"
 #include "real.h"
 #include "request.h"
+#include "service.h"
 #include "stats.h"
 #include "thread.h"
 #include "watchdog.h"
@@ -38,6 +39,7 @@ static bool fork_handlers;
  */
 static void fork_prepare(void)
 {
+	tb_service_fork_prepare(); /* no thread of ours half-started (service.h) */
 	tb_configure_fork_prepare();
 }
 
@@ -51,6 +53,8 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	tb_thread_fork_child(); /* first: tells this process from a vfork child again */
+	tb_service_fork_child();
+	tb_stats_fork_child();
 	tb_req_fork_child();    /* the request was the parent's: its caller waits on the parent */
 	tb_configure_fork_child();
 	tb_wd_fork_child();
@@ -135,6 +139,8 @@ static void init_once_fn(void)
 	}
 	tb_log_open(&tb_default_settings);
 	tb_stats_configure(&tb_default_settings);
+	/* The stats thread is started by the watchdog's (the layer above the statistics). */
+	tb_stats_thread_starter(tb_wd_run_soon);
 	grow_kernel_fd_table();
 	tb_budget_open_process(&tb_proc_budget, &tb_default_settings, tb_now());
 	/* Only a governing process records its id: elsewhere nothing is tracked, and

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 
 #include "clock.h"
 #include "futex.h"
@@ -13,18 +14,29 @@
 /* The creator's word that the new thread runs its function (see tb_service_start). */
 struct launch {
 	void *(*fn)(void *);
+	const char *name;
 	atomic_uint running;
 };
+
+/* Threads created whose start-up is not over (they have not run fn yet): a fork waits for
+ * them (tb_service_fork_prepare). */
+static atomic_uint starting;
 
 static void *trampoline(void *arg)
 {
 	struct launch *l = arg;
 	void *(*fn)(void *) = l->fn;
 
+	/* Named by itself, before the creator returns: one prctl on this thread's own time.
+	 * Named by the creator (pthread_setname_np on another thread), it was an open, a write
+	 * and a close of /proc/self/task/<tid>/comm inside the program's first connect. */
+	prctl(PR_SET_NAME, l->name);
 	/* The creator may return as soon as it sees the store. A wake that comes after it is a
 	 * spurious one, which every futex waiter allows for. */
 	atomic_store_explicit(&l->running, 1, memory_order_release);
 	tb_futex_wake_one(&l->running, false);
+	if (atomic_fetch_sub(&starting, 1) == 1)
+		tb_futex_wake_all(&starting, false);
 	tb_thread_service = true; /* created with every signal blocked (tb_service_start) */
 	return fn(NULL);
 }
@@ -48,7 +60,7 @@ static int start(pthread_t *tid, struct launch *l, size_t stack)
 static struct launch launches[LAUNCH_SLOTS];
 static atomic_uint launch_next;
 
-bool tb_service_start(void *(*fn)(void *), size_t stack, const char *name)
+bool tb_service_start(void *(*fn)(void *), size_t stack, const char *name, bool wait)
 {
 	struct launch *l = &launches[atomic_fetch_add(&launch_next, 1) % LAUNCH_SLOTS];
 	pthread_t tid;
@@ -57,20 +69,20 @@ bool tb_service_start(void *(*fn)(void *), size_t stack, const char *name)
 	int rc;
 
 	l->fn = fn;
+	l->name = name; /* a literal: the thread may read it after its creator gave up waiting */
 	atomic_store(&l->running, 0);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	atomic_fetch_add(&starting, 1);
 	rc = start(&tid, l, stack);
 	if (rc == EINVAL) /* the program's static TLS does not fit in `stack` */
 		rc = start(&tid, l, 0);
-	if (rc == 0) {
-		pthread_setname_np(tid, name);
-		/* Until the thread runs fn: its start-up (the C library's, and a sanitizer's
-		 * runtime's, which allocates) is over, so a fork right after this - a program
-		 * forking after its first connect - never copies a lock it held half-way
-		 * (under ASan the child's own watchdog then hung in the allocator). Bounded
-		 * (100 ms): in a fork child a thread's start-up may itself wait for ever on a
-		 * lock the fork copied held; the caller must not. */
+	if (rc != 0 && atomic_fetch_sub(&starting, 1) == 1)
+		tb_futex_wake_all(&starting, false);
+	if (rc == 0 && wait) {
+		/* Until the thread runs fn, named. Bounded (100 ms): in a fork child a thread's
+		 * start-up may itself wait for ever on a lock the fork copied held; the caller
+		 * must not. */
 		until = tb_now() + 100 * TB_NS_PER_MS;
 		while (atomic_load_explicit(&l->running, memory_order_acquire) == 0 &&
 		       tb_now() < until)
@@ -78,4 +90,30 @@ bool tb_service_start(void *(*fn)(void *), size_t stack, const char *name)
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return rc == 0;
+}
+
+/*
+ * A fork waits until every thread started is past its start-up (the C library's, and a
+ * sanitizer's runtime's, which allocates), so that the child never copies a lock such a
+ * start held half-way: under ASan the child's own watchdog then hung in the allocator.
+ * Bounded (100 ms), as the creator's own wait.
+ */
+void tb_service_fork_prepare(void)
+{
+	int64_t until = 0;
+	unsigned n;
+
+	while ((n = atomic_load(&starting)) != 0) {
+		if (until == 0)
+			until = tb_now() + 100 * TB_NS_PER_MS;
+		else if (tb_now() >= until)
+			return;
+		tb_futex_wait_until(&starting, n, until, false);
+	}
+}
+
+/* The parent's threads do not exist in the child. */
+void tb_service_fork_child(void)
+{
+	atomic_store(&starting, 0);
 }

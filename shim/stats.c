@@ -102,13 +102,75 @@ static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct tim
 	return syscall(SYS_futex, word, op, val, ts, NULL, 0);
 }
 
-/* A dest's row, created on first use; -1 when the table is full (counted as other_calls). */
+/*
+ * The segment's file is allocated as it is used: its head and first row when it is made,
+ * each later row by the first to need it (fallocate on tmpfs zeroes every page it
+ * allocates: the whole table, 196 KB, took ~60 us of a process's first connect, for rows
+ * most processes never use). The rest of the file is a hole, and no one touches a row
+ * before its pages are allocated - a fault on a tmpfs hole allocates a page, even a read's,
+ * and on a full tmpfs that is SIGBUS: so a full tmpfs fails the allocation instead.
+ * `rows_allocated` (in the head: a forked child shares the segment) only grows; fallocate
+ * of pages already allocated changes nothing, so two that allocate a row at once are both
+ * right. Readers (`timebox stats`, the stats file) read the rows below it only.
+ */
+static int seg_fd = -1;
+static atomic_bool rows_full; /* an allocation failed: no more rows for this process */
+
+static size_t row_end(int i)
+{
+	return offsetof(struct tb_stats_seg, d) + (size_t)(i + 1) * sizeof(struct tb_stats_dest);
+}
+
+/* Said once per process; the program's errno is left as it was. */
+static __attribute__((noinline, cold)) void rows_lost(int i, int err)
+{
+	char body[400];
+	int saved = errno;
+
+	if (atomic_exchange(&rows_full, true))
+		return;
+	snprintf(body, sizeof(body), "event=error what=stats_segment path=%s/%s row=%d "
+		 "error=\"cannot allocate: %s\" effect=\"calls to destinations without a row "
+		 "are counted as other\"", tb_gate_file_dir(), seg_name, i, strerror(err));
+	tb_log_error(body);
+	errno = saved;
+}
+
+/* Rows 0..i allocated, or false (said once). errno is left as it was. */
+static __attribute__((noinline)) bool rows_allocate(int i)
+{
+	uint32_t have = atomic_load(&seg->rows_allocated);
+	off_t at;
+	int saved = errno;
+
+	if (have > (uint32_t)i)
+		return true; /* another claimer allocated it meanwhile */
+	if (atomic_load_explicit(&rows_full, memory_order_relaxed))
+		return false;
+	at = (off_t)offsetof(struct tb_stats_seg, d[have]);
+	if (fallocate(seg_fd, 0, at, (off_t)row_end(i) - at) != 0) {
+		rows_lost(i, errno);
+		errno = saved;
+		return false;
+	}
+	while (have < (uint32_t)i + 1 &&
+	       !atomic_compare_exchange_weak(&seg->rows_allocated, &have, (uint32_t)i + 1))
+		;
+	return true;
+}
+
+/* A dest's row, created on first use; -1 when the table is full, or when no more pages can
+ * be had for it (counted as other_calls). */
 static int row_of(const struct tb_dest *d)
 {
 	for (int i = 0; i < TB_STATS_DESTS; i++) {
 		struct tb_stats_dest *r = &seg->d[i];
-		uint32_t st = atomic_load_explicit(&r->state, memory_order_acquire);
+		uint32_t st;
 
+		if ((uint32_t)i >= atomic_load_explicit(&seg->rows_allocated, memory_order_acquire) &&
+		    !rows_allocate(i))
+			return -1;
+		st = atomic_load_explicit(&r->state, memory_order_acquire);
 		if (st == 2 && tb_dest_equal(&keys[i], d))
 			return i;
 		if (st != 0)
@@ -165,7 +227,9 @@ static void refresh_prot(void *ctx, const struct tb_dest *d, const struct tb_pro
  * hook must not wait for), once per row. */
 static void refresh_hosts(void)
 {
-	for (int i = 0; i < TB_STATS_DESTS; i++) {
+	int n = (int)atomic_load_explicit(&seg->rows_allocated, memory_order_acquire);
+
+	for (int i = 0; i < n && i < TB_STATS_DESTS; i++) {
 		struct tb_stats_dest *r = &seg->d[i];
 		uint32_t st = atomic_load_explicit(&r->state, memory_order_acquire);
 		char host[TB_STATS_TEXT];
@@ -319,13 +383,40 @@ static void remove_segment(void)
 	unlink(path);
 }
 
-static void start_thread(void)
+/*
+ * The stats thread is wanted once the segment is ready, and started by the watchdog's
+ * thread (the starter init.c names: tb_wd_run_soon): a thread's creation costs ~60-100 us here, and the program's
+ * first connect, which starts the watchdog, no longer pays for a second one. Started by
+ * the asker itself when no watchdog can run. Not waited for: a fork waits for its start-up
+ * (service.h). A fork child keeps its parent's (the segment is shared).
+ */
+enum { THREAD_NONE, THREAD_WANTED, THREAD_STARTED };
+static atomic_int thread_state;
+static void (*_Atomic thread_starter)(void (*)(void));
+
+void tb_stats_thread_starter(void (*run_soon)(void (*)(void)))
 {
-	/* Named before the connect returns, so that a look at /proc/self/task tells it apart
-	 * from the program's threads (and from the watchdog). */
-	if (!tb_service_start(stats_main, 256 * 1024, "timebox-stats"))
+	atomic_store(&thread_starter, run_soon);
+}
+
+void tb_stats_thread_start(void)
+{
+	int st = THREAD_WANTED;
+
+	if (atomic_load(&thread_state) != THREAD_WANTED ||
+	    !atomic_compare_exchange_strong(&thread_state, &st, THREAD_STARTED))
+		return;
+	if (!tb_service_start(stats_main, 256 * 1024, "timebox-stats", false))
 		tb_log_error("event=error what=stats_thread error=\"cannot start the stats thread; "
 			     "gauges and the stats file are not updated\"");
+}
+
+void tb_stats_fork_child(void)
+{
+	int st = THREAD_WANTED;
+
+	/* Asked for in the parent, not started yet: the parent's watchdog starts it there. */
+	atomic_compare_exchange_strong(&thread_state, &st, THREAD_STARTED);
 }
 
 /*
@@ -385,9 +476,12 @@ static bool ready(void)
 		}
 	}
 	/* Emptied first: after an exec the same pid finds its former image's segment. */
-	/* fallocate: on a full tmpfs (a container's small /dev/shm) a sparse file would kill the
-	 * program with SIGBUS at its first count instead of failing here. */
-	if (ftruncate(fd, 0) < 0 || fallocate(fd, 0, 0, sizeof(struct tb_stats_seg)) < 0) {
+	/* The whole size, a hole but for the head and the first row, allocated now (row_of
+	 * allocates the others): on a full tmpfs (a container's small /dev/shm) a page never
+	 * allocated would kill the program with SIGBUS at its first count instead of failing
+	 * here. */
+	if (ftruncate(fd, 0) < 0 || ftruncate(fd, sizeof(struct tb_stats_seg)) < 0 ||
+	    fallocate(fd, 0, 0, (off_t)row_end(0)) < 0) {
 		snprintf(why, sizeof(why), "cannot allocate: %s", strerror(errno));
 		tb_gate_file_close(fd);
 		goto fail;
@@ -408,6 +502,8 @@ static bool ready(void)
 		goto fail;
 	}
 	seg = p;
+	seg_fd = fd;
+	atomic_store(&seg->rows_allocated, 1);
 	seg->version = TB_STATS_VERSION;
 	seg->pid = (int32_t)getpid();
 	seg->started = (int64_t)time(NULL);
@@ -418,7 +514,15 @@ static bool ready(void)
 	atexit(remove_segment);
 	atomic_store_explicit(&seg_state, SEG_READY, memory_order_release);
 	atomic_store_explicit(&calls_ready, calls, memory_order_release);
-	start_thread();
+	atomic_store(&thread_state, THREAD_WANTED);
+	{
+		void (*run_soon)(void (*)(void)) = atomic_load(&thread_starter);
+
+		if (run_soon != NULL)
+			run_soon(tb_stats_thread_start);
+		else
+			tb_stats_thread_start();
+	}
 	return true;
 fail: {
 		char body[400];

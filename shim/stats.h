@@ -62,4 +62,15 @@ void tb_stats_wake(void);
 /* Settings the stats thread needs (the stats file and its interval); at start-up. */
 void tb_stats_configure(const struct tb_settings *s);
 
+/* Starts the stats thread if the segment asked for it and it is not started. */
+void tb_stats_thread_start(void);
+
+/* Who starts it: run_soon(tb_stats_thread_start) when the segment is ready - the
+ * watchdog's tb_wd_run_soon, named by init.c (the statistics are a layer below the
+ * watchdog); without one, the asker starts it itself. */
+void tb_stats_thread_starter(void (*run_soon)(void (*)(void)));
+
+/* A fork child: the stats thread is the parent's. */
+void tb_stats_fork_child(void);
+
 #endif

@@ -55,6 +55,7 @@ static struct {
 	_Atomic(struct tb_sock *) incoming;
 	atomic_uint futex_word;
 	atomic_int started;
+	_Atomic(void (*)(void)) job; /* to run on the watchdog's thread (tb_wd_run_soon) */
 	_Atomic int64_t next_wake; /* 0 while awake and about to look at incoming */
 	pthread_mutex_t start_lock;
 	/* The watchdog thread's own, written at every filing. */
@@ -394,6 +395,14 @@ static int64_t next_due(void)
 	return at;
 }
 
+static void run_job(void)
+{
+	void (*fn)(void) = atomic_exchange(&wd.job, NULL);
+
+	if (fn != NULL)
+		fn();
+}
+
 static void *wd_main(void *arg)
 {
 	(void)arg;
@@ -403,6 +412,10 @@ static void *wd_main(void *arg)
 	for (;;) {
 		unsigned seq = atomic_load(&wd.futex_word);
 		int64_t now, wake;
+
+		/* After seq: an asker stores the job, then bumps the word and wakes. */
+		if (__builtin_expect(atomic_load_explicit(&wd.job, memory_order_relaxed) != NULL, 0))
+			run_job();
 
 		atomic_store(&wd.next_wake, 0);
 		now = tb_now();
@@ -427,13 +440,26 @@ void tb_wd_start(void)
 	pthread_mutex_lock(&wd.start_lock);
 	if (atomic_load(&wd.started))
 		goto out;
-	if (tb_service_start(wd_main, 64 * 1024, "timebox-wd"))
+	if (tb_service_start(wd_main, 64 * 1024, "timebox-wd", true))
 		atomic_store(&wd.started, 1);
 	else
 		tb_log_error("event=error what=watchdog_thread "
 			     "error=\"cannot start the watchdog thread; waits are unbounded\"");
 out:
 	pthread_mutex_unlock(&wd.start_lock);
+}
+
+void tb_wd_run_soon(void (*fn)(void))
+{
+	atomic_store(&wd.job, fn);
+	if (!atomic_load(&wd.started)) {
+		tb_wd_start(); /* its thread runs the job first */
+		if (!atomic_load(&wd.started))
+			run_job(); /* no watchdog: here */
+		return;
+	}
+	atomic_fetch_add(&wd.futex_word, 1);
+	tb_futex_wake_one(&wd.futex_word, false);
 }
 
 void tb_wd_arm(struct tb_sock *s, int64_t at)
@@ -483,6 +509,7 @@ void tb_wd_fork_child(void)
 {
 	pthread_mutex_init(&wd.start_lock, NULL);
 	atomic_store(&wd.started, 0);
+	atomic_store(&wd.job, NULL);
 	atomic_store(&wd.incoming, NULL);
 	atomic_store(&wd.next_wake, TB_NEVER);
 	wd.heap_len = 0;

@@ -40,6 +40,12 @@ tb_wd_wait_begin(struct tb_sock *s, enum tb_side side, int fd, int64_t now)
  */
 void tb_wd_start(void);
 
+/* Runs fn on the watchdog's thread, soon and off the caller's time: the watchdog is
+ * started first when it does not run, and when it cannot run fn runs here. One job at a
+ * time (the statistics thread's start, stats.c); a fork child forgets it. Not
+ * async-signal-safe (tb_wd_start). */
+void tb_wd_run_soon(void (*fn)(void));
+
 /* In a forked child: the thread did not survive fork; forget its queues (see init.c). */
 void tb_wd_fork_child(void);
 

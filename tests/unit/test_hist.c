@@ -142,7 +142,7 @@ static void test_le_counts_at_powers_of_two_are_exact(void **state)
 }
 
 /* Counter snapshots: the rows of a segment (two rows of one destination merged, a row not
- * yet published skipped) and their Prometheus text. */
+ * yet published skipped, a row past those allocated never read) and their Prometheus text. */
 static struct tb_stats_seg seg;
 static struct tb_stats_row rows[TB_STATS_DESTS];
 
@@ -173,6 +173,8 @@ static void test_rows_merge_one_destination(void **state)
 	fill(2, "10.0.0.1:80", 6, 500); /* a second row of the first: two threads raced */
 	fill(3, "10.9.9.9:1", 1, 1);
 	atomic_store(&seg.d[3].state, 1);  /* being filled: not shown */
+	fill(4, "10.8.8.8:1", 1, 1);       /* past rows_allocated: a hole, never read */
+	atomic_store(&seg.rows_allocated, 4);
 	n = tb_stats_rows(&seg, rows);
 	assert_int_equal(n, 2);
 	assert_string_equal(rows[0].dest, "10.0.0.1:80");
@@ -195,6 +197,7 @@ static void test_prom_text(void **state)
 	(void)state;
 	memset(&seg, 0, sizeof(seg));
 	fill(0, "10.0.0.1:80", 10, 5);
+	atomic_store(&seg.rows_allocated, 1);
 	snprintf(seg.d[0].host, sizeof(seg.d[0].host), "a\"b");
 	n = tb_stats_rows(&seg, rows);
 	need = tb_stats_prom(rows, n, 42, NULL, 0);
