@@ -524,6 +524,18 @@ def bench_fastpath(rep, cfg):
                    for v, runs in fork_runs.items()}
     res["fork"]["faults_added"] = (res["fork"]["timebox"]["faults_per_child"]["median"] -
                                    res["fork"]["native"]["faults_per_child"]["median"])
+    # A process's first connect: what starting timebox's threads and its statistics segment
+    # costs, once per process (and, for comparison, the connects after it).
+    conn_runs = {"native": [], "timebox": []}
+    for _, variant in interleaved(list(conn_runs), cfg["spawns"]):
+        out = subprocess.run([exe("reads"), "--mode", "connect", "--n", "20"],
+                             env=env_for(variant), check=True, capture_output=True,
+                             text=True).stdout
+        conn_runs[variant].append({k: float(v) for k, v in
+                                   re.findall(r"(first_us|later_us)=([\d.]+)", out)})
+    res["first_connect"] = {v: {"first_us": summary([r["first_us"] for r in runs]),
+                                "later_us": summary([r["later_us"] for r in runs])}
+                            for v, runs in conn_runs.items()}
     res["start_up"] = {"native": start["native"], "timebox": start["timebox"],
                        "added": start["timebox"] - start["native"],
                        "cpu_ms_native": cpu["native"], "cpu_ms_timebox": cpu["timebox"]}
@@ -549,6 +561,16 @@ def bench_fastpath(rep, cfg):
                             for v in ("native", "timebox")])
     text += "\n\nA process that forks, with a limit set (so the fork handlers run) and no " \
             "socket: %d forks per run, one after the other, interleaved." % cfg["forks"]
+    fc = res["first_connect"]
+    text += "\n\n" + table(["connect to 127.0.0.1", "first of the process, us",
+                            "later ones (median), us"],
+                           [[v, cell(fc[v]["first_us"], 1), cell(fc[v]["later_us"], 1)]
+                            for v in ("native", "timebox")])
+    text += "\n\nA process's first connect, with every limit set: under timebox it starts " \
+            "the watchdog and creates the statistics segment (the statistics thread is " \
+            "started by the watchdog's thread). %d processes per variant, interleaved; " \
+            "each makes 20 connects (socket + connect timed) to a listener of its own." % \
+            cfg["spawns"]
     rep.section("Untracked fast path (files, pipes)", text)
     for mode in ("file", "pipe"):
         rep.target("fast path (%s): ≤ 30 extra instructions per call" % mode,
