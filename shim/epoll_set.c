@@ -90,7 +90,7 @@ static struct tb_epset *set_new(unsigned refs)
 	}
 	s->used = 0;
 	atomic_store(&s->retired, NULL);
-	atomic_store(&s->tabled, true); /* made for the table (tb_epset_get_or_make) */
+	atomic_store(&s->scanners, 0);
 	s->free_next = NULL;
 	atomic_store(&s->live, 0);
 	atomic_store(&s->oneshots, 0);
@@ -123,17 +123,6 @@ static void set_release(struct tb_epset *s)
 	spin_unlock(&free_lock);
 }
 
-/* Under the lock: the retired arrays, detached when nobody but the table holds a reference
- * (rule 3), to be freed after the lock (rule 1); NULL otherwise. `others`: references
- * held by the caller. The count is read before `tabled`. */
-static struct tb_epset_arr *take_retired(struct tb_epset *s, unsigned others)
-{
-	if (atomic_load_explicit(&s->retired, memory_order_relaxed) == NULL ||
-	    atomic_load(&s->refs) != 1 + others || !atomic_load(&s->tabled))
-		return NULL;
-	return atomic_exchange_explicit(&s->retired, NULL, memory_order_relaxed);
-}
-
 static void free_retired(struct tb_epset_arr *a)
 {
 	for (struct tb_epset_arr *next; a != NULL; a = next) {
@@ -142,23 +131,48 @@ static void free_retired(struct tb_epset_arr *a)
 	}
 }
 
+/* Pushes the list head..tail onto the retired arrays. Lock-free: a writer (under the lock)
+ * and reclaimers (without it) may push at once; pushing onto a head that went and came back
+ * links to a live list all the same. */
+static void push_retired(struct tb_epset *s, struct tb_epset_arr *head, struct tb_epset_arr *tail)
+{
+	struct tb_epset_arr *old = atomic_load(&s->retired);
+
+	do
+		tail->retired_next = old;
+	while (!atomic_compare_exchange_weak(&s->retired, &old, head));
+}
+
+/*
+ * Frees the retired arrays when no scan is under way (rule 3): takes them all, then looks
+ * at the count of scanners, and gives them back when it is not 0. Every array taken was
+ * replaced (s->arr stored, seq_cst) before it was pushed, so a scan that may be reading it
+ * was counted (seq_cst) before that store, and is seen here unless it is over; a scan
+ * counted later loads a newer array. No lock: the last scanner of an epoll_wait comes here,
+ * and a handler may interrupt it and take the instance's lock (a close).
+ */
+static void reclaim(struct tb_epset *s)
+{
+	struct tb_epset_arr *gone, *tail;
+
+	if (atomic_load_explicit(&s->retired, memory_order_relaxed) == NULL)
+		return;
+	gone = atomic_exchange(&s->retired, NULL);
+	if (gone == NULL)
+		return;
+	if (atomic_load(&s->scanners) == 0) {
+		free_retired(gone);
+		return;
+	}
+	for (tail = gone; tail->retired_next != NULL; tail = tail->retired_next)
+		;
+	push_retired(s, gone, tail);
+}
+
 void tb_epset_put_ref(struct tb_epset *s)
 {
-	unsigned left;
-
-	if (s == NULL)
-		return;
-	left = atomic_fetch_sub(&s->refs, 1) - 1;
-	if (left == 0) {
+	if (s != NULL && atomic_fetch_sub(&s->refs, 1) == 1)
 		set_release(s);
-	} else if (left == 1 && atomic_load_explicit(&s->retired, memory_order_relaxed) != NULL &&
-		   !atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire)) {
-		/* Tried, not waited for: a handler above its own thread's writer skips it. */
-		struct tb_epset_arr *gone = take_retired(s, 0);
-
-		spin_unlock(&s->lock);
-		free_retired(gone);
-	}
 }
 
 struct tb_epset *tb_epset_get(int epfd)
@@ -219,10 +233,8 @@ void tb_epset_drop(int epfd)
 	if (t == NULL || epfd < 0 || epfd >= atomic_load(&tb_ep_cap))
 		return;
 	s = atomic_exchange(&t[epfd], NULL);
-	if (s != NULL) {
-		atomic_store(&s->tabled, false); /* before the reference goes (rule 3) */
+	if (s != NULL)
 		tb_epset_put_ref(s);
-	}
 }
 
 static uint32_t slot_of(int fd, uint32_t cap)
@@ -329,7 +341,7 @@ bool tb_epset_modify(int epfd, int fd, uint32_t events, uint64_t tag, uint64_t d
 
 int tb_epset_put(struct tb_epset *s, int fd, uint32_t events, uint64_t tag, uint64_t data)
 {
-	struct tb_epset_arr *a, *fresh = NULL, *gone;
+	struct tb_epset_arr *a, *fresh = NULL;
 	struct tb_epset_ent *e, *tomb;
 	uint32_t want;
 
@@ -375,11 +387,9 @@ int tb_epset_put(struct tb_epset *s, int fd, uint32_t events, uint64_t tag, uint
 				       atomic_load(&a->e[i].tag), atomic_load(&a->e[i].data));
 		}
 		s->used = atomic_load(&s->live);
-		atomic_store(&s->arr, fresh); /* before the count is read (rule 3) */
-		if (a != NULL) {
-			a->retired_next = atomic_load_explicit(&s->retired, memory_order_relaxed);
-			atomic_store_explicit(&s->retired, a, memory_order_relaxed);
-		}
+		atomic_store(&s->arr, fresh); /* before it is pushed (rule 3, reclaim) */
+		if (a != NULL)
+			push_retired(s, a, a);
 		a = fresh;
 		fresh = NULL;
 	}
@@ -387,10 +397,9 @@ int tb_epset_put(struct tb_epset *s, int fd, uint32_t events, uint64_t tag, uint
 	count_oneshot(s, 0, events);
 	s->used++;
 	atomic_fetch_add(&s->live, 1);
-	gone = take_retired(s, 1); /* the caller's reference */
 	spin_unlock(&s->lock);
 	free(fresh);
-	free_retired(gone);
+	reclaim(s); /* outside the lock (rule 1) */
 	return 0;
 }
 
@@ -444,8 +453,10 @@ void tb_epset_scan(struct tb_epset *s,
 		   bool (*fn)(void *ctx, int fd, uint32_t events, uint64_t tag, uint64_t data),
 		   void *ctx)
 {
-	struct tb_epset_arr *a = atomic_load(&s->arr); /* after the reference (rule 3) */
+	struct tb_epset_arr *a;
 
+	atomic_fetch_add(&s->scanners, 1);
+	a = atomic_load(&s->arr); /* after the count (rule 3) */
 	for (uint32_t i = 0; a != NULL && i < a->cap; i++) {
 		struct tb_epset_ent *e = &a->e[i];
 		int32_t f = atomic_load_explicit(&e->fd, memory_order_acquire);
@@ -455,8 +466,10 @@ void tb_epset_scan(struct tb_epset *s,
 		if (!fn(ctx, f, atomic_load_explicit(&e->events, memory_order_relaxed),
 			atomic_load_explicit(&e->tag, memory_order_relaxed),
 			atomic_load_explicit(&e->data, memory_order_relaxed)))
-			return;
+			break;
 	}
+	if (atomic_fetch_sub(&s->scanners, 1) == 1)
+		reclaim(s); /* the last scanner: what was retired meanwhile can go */
 }
 
 void tb_epset_fork_child(void)
@@ -468,7 +481,10 @@ void tb_epset_fork_child(void)
 	for (int epfd = 0; t != NULL && epfd <= hi; epfd++) {
 		struct tb_epset *s = atomic_load(&t[epfd]);
 
-		if (s != NULL)
+		if (s != NULL) {
 			atomic_flag_clear(&s->lock);
+			/* Scans of the parent's other threads: not in the child. */
+			atomic_store(&s->scanners, 0);
+		}
 	}
 }

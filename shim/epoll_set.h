@@ -27,18 +27,22 @@
  *     a program that changes a registration while another thread waits on the same
  *     instance - which the kernel itself leaves unordered.
  * (3) An entry array replaced by a new one (growth, or a rehash that drops tombstones) is
- *     retired, not freed at once: a reader may still be scanning it. Readers scan only
- *     while holding a reference (the table holds one, each reader one, taken with
- *     tb_epset_get), so the retired arrays are freed as soon as the table's is the only
- *     reference left - seen by a writer after it retired one (its own reference aside),
- *     or by whoever drops the last other reference - and otherwise when the instance is
- *     released. `tabled` says the table's reference is still counted: it is cleared before
- *     that reference is dropped, so a count of 1 with `tabled` set (read in that order) is
- *     the table's alone. A reader that takes a reference later loads the current array.
- *     Freed only at the release, an event loop that switches sockets by DEL and ADD (each
- *     ADD a new slot, every few dozen a rehash) grew by 53 MB per million switches.
- *     Instances are recycled, never returned to malloc, so a reader holding a stale pointer
- *     can still test it safely (type-stable memory). The release frees the arrays under the
+ *     retired, not freed at once: a scan may still be reading it. Each scan is counted
+ *     (`scanners`, seq_cst) before it loads the array, and the writer stores the new array
+ *     (seq_cst) before it retires the old one; whoever then sees no scan counted - the
+ *     writer after it retired one, or the last scanner to finish - frees the retired arrays
+ *     (reclaim: take them all, look at the count, give them back when it is not 0). A scan
+ *     counted later loads a newer array. The count covers the scan alone, not a waiter's
+ *     whole epoll_wait: with a thread pool blocked on one instance a reference is always
+ *     held, and arrays freed only when the references fell to the table's were never
+ *     freed while new numbers churned through it (a proxy whose outbound sockets take
+ *     numbers among many inbound ones: a rehash every few connections). No lock either: the
+ *     last scanner of an epoll_wait frees them, and a handler that interrupts it may take
+ *     the instance's lock (a close). The rest go when the instance is released.
+ *     References (`refs`: the table's, each caller's, taken with tb_epset_get) keep the
+ *     instance itself: the release frees its arrays and recycles it. Instances are
+ *     recycled, never returned to malloc, so a reader holding a stale pointer can still
+ *     test it safely (type-stable memory). The release frees the arrays under the
  *     instance's lock, so a writer holding that lock and seeing the table still name the
  *     instance may use its arrays without a reference (tb_epset_modify).
  * (4) `oneshots` is changed by the writers alone, under the lock, as they change an entry's
@@ -53,7 +57,12 @@ struct tb_epset_ent {
 };
 
 struct tb_epset_arr {
-	uint32_t cap; /* power of two */
+	/* A power of two, set before the array is published. Atomic because a scan reads it
+	 * as it reads the entries: a scan runs inside the thread sanitizer's blocking
+	 * interceptor (epoll_wait), where the sanitizer does not see atomics synchronize, and
+	 * a plain read there looked to it like a race with the free that the count of
+	 * scanners orders (rule 3; unsynchronized in its eyes only). */
+	_Atomic uint32_t cap;
 	struct tb_epset_arr *retired_next;
 	struct tb_epset_ent e[];
 };
@@ -70,9 +79,9 @@ struct tb_epset {
 	 * Waiters only, relaxed. */
 	atomic_bool busy;
 	uint32_t used;                  /* live + tombstones (writers only) */
-	atomic_bool tabled;             /* the table's reference is counted (rule 3) */
+	atomic_uint scanners;           /* scans under way (rule 3) */
 	_Atomic(struct tb_epset_arr *) arr;
-	_Atomic(struct tb_epset_arr *) retired; /* changed under the lock; read outside it */
+	_Atomic(struct tb_epset_arr *) retired; /* a lock-free stack (rule 3) */
 	struct tb_epset *free_next;
 };
 
