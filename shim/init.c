@@ -46,6 +46,7 @@ static void fork_prepare(void)
 static void fork_parent(void)
 {
 	tb_configure_fork_parent();
+	tb_service_fork_parent();
 }
 
 /* The child starts with no watchdog and no call under way: a pre-fork worker's first call

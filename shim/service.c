@@ -19,8 +19,12 @@ struct launch {
 };
 
 /* Threads created whose start-up is not over (they have not run fn yet): a fork waits for
- * them (tb_service_fork_prepare). */
+ * them (tb_service_fork_prepare). `launch_lock` is held around each creation, and by a
+ * fork from its prepare handler to its parent and child handlers: no creation begins
+ * after the fork looked at `starting` - the statistics thread is started by the
+ * watchdog's, at a moment the program does not choose. */
 static atomic_uint starting;
+static pthread_mutex_t launch_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void *trampoline(void *arg)
 {
@@ -73,12 +77,14 @@ bool tb_service_start(void *(*fn)(void *), size_t stack, const char *name, bool 
 	atomic_store(&l->running, 0);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_mutex_lock(&launch_lock);
 	atomic_fetch_add(&starting, 1);
 	rc = start(&tid, l, stack);
 	if (rc == EINVAL) /* the program's static TLS does not fit in `stack` */
 		rc = start(&tid, l, 0);
 	if (rc != 0 && atomic_fetch_sub(&starting, 1) == 1)
 		tb_futex_wake_all(&starting, false);
+	pthread_mutex_unlock(&launch_lock);
 	if (rc == 0 && wait) {
 		/* Until the thread runs fn, named. Bounded (100 ms): in a fork child a thread's
 		 * start-up may itself wait for ever on a lock the fork copied held; the caller
@@ -103,6 +109,7 @@ void tb_service_fork_prepare(void)
 	int64_t until = 0;
 	unsigned n;
 
+	pthread_mutex_lock(&launch_lock); /* let go by the parent and child handlers */
 	while ((n = atomic_load(&starting)) != 0) {
 		if (until == 0)
 			until = tb_now() + 100 * TB_NS_PER_MS;
@@ -112,8 +119,14 @@ void tb_service_fork_prepare(void)
 	}
 }
 
-/* The parent's threads do not exist in the child. */
+void tb_service_fork_parent(void)
+{
+	pthread_mutex_unlock(&launch_lock);
+}
+
+/* The parent's threads do not exist in the child; the lock is the forking thread's. */
 void tb_service_fork_child(void)
 {
 	atomic_store(&starting, 0);
+	pthread_mutex_unlock(&launch_lock);
 }

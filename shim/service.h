@@ -19,8 +19,9 @@
  */
 bool tb_service_start(void *(*fn)(void *), size_t stack, const char *name, bool wait);
 
-/* The fork handlers (init.c). */
+/* The fork handlers (init.c): prepare holds the creations back until parent or child. */
 void tb_service_fork_prepare(void);
+void tb_service_fork_parent(void);
 void tb_service_fork_child(void);
 
 #endif

@@ -141,16 +141,19 @@ static __attribute__((noinline)) bool rows_allocate(int i)
 {
 	uint32_t have = atomic_load(&seg->rows_allocated);
 	off_t at;
-	int saved = errno;
+	int saved = errno, rc, err;
 
 	if (have > (uint32_t)i)
 		return true; /* another claimer allocated it meanwhile */
 	if (atomic_load_explicit(&rows_full, memory_order_relaxed))
 		return false;
 	at = (off_t)offsetof(struct tb_stats_seg, d[have]);
-	if (fallocate(seg_fd, 0, at, (off_t)row_end(i) - at) != 0) {
-		rows_lost(i, errno);
-		errno = saved;
+	while ((rc = fallocate(seg_fd, 0, at, (off_t)row_end(i) - at)) != 0 && errno == EINTR)
+		; /* a signal of the program's during the allocation is not a full tmpfs */
+	err = errno;
+	errno = saved;
+	if (rc != 0) {
+		rows_lost(i, err);
 		return false;
 	}
 	while (have < (uint32_t)i + 1 &&
@@ -480,8 +483,10 @@ static bool ready(void)
 	 * allocates the others): on a full tmpfs (a container's small /dev/shm) a page never
 	 * allocated would kill the program with SIGBUS at its first count instead of failing
 	 * here. */
-	if (ftruncate(fd, 0) < 0 || ftruncate(fd, sizeof(struct tb_stats_seg)) < 0 ||
-	    fallocate(fd, 0, 0, (off_t)row_end(0)) < 0) {
+	/* Allocated before the file takes its whole size: `timebox stats` maps a file of that
+	 * size, and a read of its head in a hole would allocate (SIGBUS on a full tmpfs). */
+	if (ftruncate(fd, 0) < 0 || fallocate(fd, 0, 0, (off_t)row_end(0)) < 0 ||
+	    ftruncate(fd, sizeof(struct tb_stats_seg)) < 0) {
 		snprintf(why, sizeof(why), "cannot allocate: %s", strerror(errno));
 		tb_gate_file_close(fd);
 		goto fail;

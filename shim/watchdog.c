@@ -453,11 +453,14 @@ void tb_wd_run_soon(void (*fn)(void))
 {
 	atomic_store(&wd.job, fn);
 	if (!atomic_load(&wd.started)) {
-		tb_wd_start(); /* its thread runs the job first */
-		if (!atomic_load(&wd.started))
+		tb_wd_start();
+		if (!atomic_load(&wd.started)) {
 			run_job(); /* no watchdog: here */
-		return;
+			return;
+		}
 	}
+	/* Woken even when this call started it: another thread may have started it a moment
+	 * before, and its first look at `job` came before the store above. */
 	atomic_fetch_add(&wd.futex_word, 1);
 	tb_futex_wake_one(&wd.futex_word, false);
 }
