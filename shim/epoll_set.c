@@ -59,7 +59,7 @@ static struct tb_epset_arr *arr_new(uint32_t cap)
 
 	if (a == NULL)
 		return NULL;
-	a->cap = cap;
+	atomic_store_explicit(&a->cap, cap, memory_order_relaxed); /* published by arr's store */
 	for (uint32_t i = 0; i < cap; i++)
 		atomic_store_explicit(&a->e[i].fd, EMPTY, memory_order_relaxed);
 	return a;
@@ -237,6 +237,12 @@ void tb_epset_drop(int epfd)
 		tb_epset_put_ref(s);
 }
 
+/* An array's size, read once per walk (an atomic: epoll_set.h). */
+static uint32_t cap_of(const struct tb_epset_arr *a)
+{
+	return atomic_load_explicit(&a->cap, memory_order_relaxed);
+}
+
 static uint32_t slot_of(int fd, uint32_t cap)
 {
 	return ((uint32_t)fd * 2654435761u) & (cap - 1);
@@ -252,7 +258,9 @@ static struct tb_epset_ent *probe(struct tb_epset_arr *a, int fd, struct tb_epse
 		*tomb = NULL;
 	if (a == NULL)
 		return NULL;
-	for (uint32_t i = slot_of(fd, a->cap), n = 0; n < a->cap; i = (i + 1) & (a->cap - 1), n++) {
+	uint32_t cap = cap_of(a);
+
+	for (uint32_t i = slot_of(fd, cap), n = 0; n < cap; i = (i + 1) & (cap - 1), n++) {
 		int32_t f = atomic_load_explicit(&a->e[i].fd, memory_order_relaxed);
 
 		if (f == fd)
@@ -290,10 +298,10 @@ static void fill(struct tb_epset_ent *e, int fd, uint32_t events, uint64_t tag, 
 /* Inserts into a (which has room, and no entry for fd). Writers only. */
 static void insert(struct tb_epset_arr *a, int fd, uint32_t events, uint64_t tag, uint64_t data)
 {
-	uint32_t i = slot_of(fd, a->cap);
+	uint32_t cap = cap_of(a), i = slot_of(fd, cap);
 
 	while (atomic_load_explicit(&a->e[i].fd, memory_order_relaxed) >= 0)
-		i = (i + 1) & (a->cap - 1);
+		i = (i + 1) & (cap - 1);
 	fill(&a->e[i], fd, events, tag, data);
 }
 
@@ -301,7 +309,7 @@ static void insert(struct tb_epset_arr *a, int fd, uint32_t events, uint64_t tag
 static uint32_t cap_needed(struct tb_epset *s)
 {
 	struct tb_epset_arr *a = atomic_load(&s->arr);
-	uint32_t live = atomic_load(&s->live), cap = a != NULL ? a->cap : 0;
+	uint32_t live = atomic_load(&s->live), cap = a != NULL ? cap_of(a) : 0;
 
 	/* Load at most 3/4 counting tombstones; a rehash drops those. */
 	if (a != NULL && (s->used + 1) * 4 <= cap * 3)
@@ -379,7 +387,7 @@ int tb_epset_put(struct tb_epset *s, int fd, uint32_t events, uint64_t tag, uint
 	}
 	if (want != 0) {
 		/* Rehash into the fresh array; the old one stays readable (rule 3). */
-		for (uint32_t i = 0; a != NULL && i < a->cap; i++) {
+		for (uint32_t i = 0, cap = a != NULL ? cap_of(a) : 0; i < cap; i++) {
 			int32_t f = atomic_load_explicit(&a->e[i].fd, memory_order_relaxed);
 
 			if (f >= 0)
@@ -457,7 +465,7 @@ void tb_epset_scan(struct tb_epset *s,
 
 	atomic_fetch_add(&s->scanners, 1);
 	a = atomic_load(&s->arr); /* after the count (rule 3) */
-	for (uint32_t i = 0; a != NULL && i < a->cap; i++) {
+	for (uint32_t i = 0, cap = a != NULL ? cap_of(a) : 0; i < cap; i++) {
 		struct tb_epset_ent *e = &a->e[i];
 		int32_t f = atomic_load_explicit(&e->fd, memory_order_acquire);
 

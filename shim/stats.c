@@ -416,10 +416,16 @@ void tb_stats_thread_start(void)
 
 void tb_stats_fork_child(void)
 {
-	int st = THREAD_WANTED;
+	int st = THREAD_WANTED, seg_st = SEG_OPENING;
 
 	/* Asked for in the parent, not started yet: the parent's watchdog starts it there. */
 	atomic_compare_exchange_strong(&thread_state, &st, THREAD_STARTED);
+	/* Forked while another thread made the segment: that thread is not here, and the mark
+	 * would never change - every connect of the child waited for it (await_opening, 1 s).
+	 * The child makes a segment of its own, as after an exec (regress
+	 * stats_fork_while_opening). What the other thread had made so far stays behind. */
+	if (atomic_compare_exchange_strong(&seg_state, &seg_st, SEG_NONE))
+		atomic_store(&thread_state, THREAD_NONE);
 }
 
 /*
