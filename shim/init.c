@@ -39,8 +39,12 @@ static bool fork_handlers;
  */
 static void fork_prepare(void)
 {
-	tb_service_fork_prepare(); /* no thread of ours half-started (service.h) */
 	tb_configure_fork_prepare();
+	/* No thread of ours half-started (service.h). After the names' lock, as a creation
+	 * is never made under it: the child makes its mutex anew, and the thread sanitizer,
+	 * which takes it for still held there, saw the child's first creation take the two
+	 * in the other order. */
+	tb_service_fork_prepare();
 }
 
 static void fork_parent(void)
