@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <time.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,17 +98,35 @@ static int held_slots(int fd, int max)
 	return n;
 }
 
+/* A lock waited for 100 ms at most (see remove_unused). */
+static int lock_briefly(pthread_mutex_t *m)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += 100 * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	return pthread_mutex_timedlock(m, &until);
+}
+
 /* At exit: the last process using a gate file removes it (gate_file.c says how it knows).
- * Try-locks only: exit() called from a signal handler that interrupted one of our own
- * critical sections must not deadlock; the file then stays for the next user to remove. */
+ * Bounded waits: the statistics thread's refresh holds these locks for microseconds and
+ * may be at it as the program exits - it starts a moment after the first connect, so a
+ * program that connects once and exits meets its first refresh - and a try-lock then left
+ * the file behind (regress gate_file_removal); exit() called from a signal handler that
+ * interrupted one of our own critical sections must not deadlock: it gives up after
+ * 100 ms, and the file stays for the next user to remove. */
 static void remove_unused(void)
 {
-	if (pthread_mutex_trylock(&list_lock) != 0)
+	if (lock_briefly(&list_lock) != 0)
 		return;
 	for (struct tb_shared_gate *g = gates; g != NULL; g = g->next) {
 		struct stat id = { 0 };
 
-		if (pthread_mutex_trylock(&g->lock) != 0)
+		if (lock_briefly(&g->lock) != 0)
 			continue;
 		id.st_dev = (dev_t)atomic_load(&g->dev);
 		id.st_ino = (ino_t)atomic_load(&g->ino);
