@@ -433,10 +433,17 @@ static void *wd_main(void *arg)
 	return NULL;
 }
 
+/* Every signal stays blocked while start_lock is held: a handler that connects would ask for
+ * the watchdog again on this thread and wait for itself (regress/connect_in_handler_wd_start).
+ * A signal that arrives meanwhile is delivered once the watchdog runs. */
 void tb_wd_start(void)
 {
+	sigset_t all, old;
+
 	if (atomic_load(&wd.started))
 		return;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_mutex_lock(&wd.start_lock);
 	if (atomic_load(&wd.started))
 		goto out;
@@ -447,6 +454,7 @@ void tb_wd_start(void)
 			     "error=\"cannot start the watchdog thread; waits are unbounded\"");
 out:
 	pthread_mutex_unlock(&wd.start_lock);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 void tb_wd_run_soon(void (*fn)(void))
