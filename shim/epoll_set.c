@@ -18,8 +18,29 @@ static atomic_int ep_hiwater = -1; /* highest epoll fd with an instance, ever */
 static struct tb_epset *free_list;
 static atomic_flag free_lock = ATOMIC_FLAG_INIT;
 
+/*
+ * References and locks this thread holds, a signal handler's included (rule 5). Counted
+ * before a reference or lock is taken and uncounted after it is given back: a fork from a
+ * handler in between finds this thread counted, and the child then trusts nothing it could
+ * not tell from its own (tb_epset_fork_child).
+ */
+static __thread unsigned held __attribute__((tls_model("initial-exec")));
+
+static void hold(void)
+{
+	held++;
+	atomic_signal_fence(memory_order_seq_cst);
+}
+
+static void unhold(void)
+{
+	atomic_signal_fence(memory_order_seq_cst);
+	held--;
+}
+
 static void spin_lock(atomic_flag *l)
 {
+	hold();
 	while (atomic_flag_test_and_set_explicit(l, memory_order_acquire))
 		sched_yield();
 }
@@ -27,6 +48,7 @@ static void spin_lock(atomic_flag *l)
 static void spin_unlock(atomic_flag *l)
 {
 	atomic_flag_clear_explicit(l, memory_order_release);
+	unhold();
 }
 
 int tb_epset_init(int cap)
@@ -169,10 +191,19 @@ static void reclaim(struct tb_epset *s)
 	push_retired(s, gone, tail);
 }
 
+/* Gives back a reference this thread did not count (the table's, or a fresh instance's). */
+static void unref(struct tb_epset *s)
+{
+	if (atomic_fetch_sub(&s->refs, 1) == 1)
+		set_release(s);
+}
+
 void tb_epset_put_ref(struct tb_epset *s)
 {
-	if (s != NULL && atomic_fetch_sub(&s->refs, 1) == 1)
-		set_release(s);
+	if (s != NULL) {
+		unref(s);
+		unhold();
+	}
 }
 
 struct tb_epset *tb_epset_get(int epfd)
@@ -188,10 +219,13 @@ struct tb_epset *tb_epset_get(int epfd)
 	if (s == NULL)
 		return NULL;
 	/* A reference only while one is held (0: being released, or already recycled). */
+	hold();
 	r = atomic_load(&s->refs);
 	do {
-		if (r == 0)
+		if (r == 0) {
+			unhold();
 			return NULL;
+		}
 	} while (!atomic_compare_exchange_weak(&s->refs, &r, r + 1));
 	if (atomic_load(&t[epfd]) != s) { /* closed (and perhaps recycled) meanwhile */
 		tb_epset_put_ref(s);
@@ -210,12 +244,18 @@ struct tb_epset *tb_epset_get_or_make(int epfd)
 		return s;
 	t = atomic_load_explicit(&tb_eptab, memory_order_acquire);
 	/* Two references: the table's and the caller's. */
-	if (t == NULL || epfd < 0 || epfd >= atomic_load(&tb_ep_cap) || (s = set_new(2)) == NULL)
+	if (t == NULL || epfd < 0 || epfd >= atomic_load(&tb_ep_cap))
 		return NULL;
+	hold(); /* the caller's reference, counted before the instance is in the table */
+	if ((s = set_new(2)) == NULL) {
+		unhold();
+		return NULL;
+	}
 	if (!atomic_compare_exchange_strong(&t[epfd], &expected, s)) {
 		/* Another thread made it first: both references go (a stale reader's too). */
-		tb_epset_put_ref(s);
-		tb_epset_put_ref(s);
+		unref(s);
+		unref(s);
+		unhold();
 		return tb_epset_get(epfd);
 	}
 	hi = atomic_load(&ep_hiwater);
@@ -234,7 +274,7 @@ void tb_epset_drop(int epfd)
 		return;
 	s = atomic_exchange(&t[epfd], NULL);
 	if (s != NULL)
-		tb_epset_put_ref(s);
+		unref(s); /* the table's */
 }
 
 /* An array's size, read once per walk (an atomic: epoll_set.h). */
@@ -480,19 +520,68 @@ void tb_epset_scan(struct tb_epset *s,
 		reclaim(s); /* the last scanner: what was retired meanwhile can go */
 }
 
+/*
+ * The counts an instance keeps as its arrays change, from its current array: a fork in the
+ * middle of another thread's update (under the instance's lock) copied them half-made - an
+ * entry filled and the count of live ones not yet raised, which a waiter takes for an
+ * instance with nothing to watch. Each stored only when it differs (a page written in a
+ * child is a page copied).
+ */
+static void recount(struct tb_epset *s)
+{
+	struct tb_epset_arr *a = atomic_load(&s->arr);
+	uint32_t live = 0, used = 0, oneshots = 0;
+
+	for (uint32_t i = 0, cap = a != NULL ? cap_of(a) : 0; i < cap; i++) {
+		int32_t f = atomic_load_explicit(&a->e[i].fd, memory_order_relaxed);
+
+		if (f == EMPTY)
+			continue;
+		used++;
+		if (f >= 0) {
+			live++;
+			if (atomic_load_explicit(&a->e[i].events, memory_order_relaxed) &
+			    EPOLLONESHOT)
+				oneshots++;
+		}
+	}
+	if (atomic_load(&s->live) != live)
+		atomic_store(&s->live, live);
+	if (atomic_load(&s->oneshots) != oneshots)
+		atomic_store(&s->oneshots, oneshots);
+	if (s->used != used)
+		s->used = used;
+}
+
+/*
+ * In the child every other thread of the parent is gone, with the references, scans and
+ * locks it held: each instance in the table is left with the table's reference alone (a
+ * thread pool blocked in epoll_wait held one each, and the instance outlived its close in
+ * the child), no scan, its lock free and its counts made again. Only when this thread held
+ * none itself (rule 5): a fork from a signal handler that interrupted this thread's own
+ * section is followed by the rest of that section, which must find what it left; then the
+ * locks alone are freed, and what the other threads held stays counted (kept, never freed
+ * under a reader).
+ */
 void tb_epset_fork_child(void)
 {
 	_Atomic(struct tb_epset *) *t = atomic_load(&tb_eptab);
 	int hi = atomic_load(&ep_hiwater);
+	bool alone = held == 0;
 
 	atomic_flag_clear(&free_lock);
 	for (int epfd = 0; t != NULL && epfd <= hi; epfd++) {
 		struct tb_epset *s = atomic_load(&t[epfd]);
 
-		if (s != NULL) {
-			atomic_flag_clear(&s->lock);
-			/* Scans of the parent's other threads: not in the child. */
+		if (s == NULL)
+			continue;
+		atomic_flag_clear(&s->lock);
+		if (!alone)
+			continue;
+		if (atomic_load(&s->scanners) != 0)
 			atomic_store(&s->scanners, 0);
-		}
+		if (atomic_load(&s->refs) != 1)
+			atomic_store(&s->refs, 1);
+		recount(s);
 	}
 }

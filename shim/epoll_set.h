@@ -48,6 +48,11 @@
  * (4) `oneshots` is changed by the writers alone, under the lock, as they change an entry's
  *     events; `settled_until` and `busy` by the waiters alone (relaxed: two waiters racing
  *     leave one of their two answers, each of which was true when it was made).
+ * (5) Each thread counts the references and locks it holds (a thread-local count, raised
+ *     before one is taken, lowered after it is given back). A fork child whose forking
+ *     thread holds none knows every reference, scan and lock beyond the table's belonged to
+ *     a thread that is gone, and sets them so (tb_epset_fork_child); otherwise it frees the
+ *     locks alone and leaves the rest counted.
  */
 struct tb_epset_ent {
 	_Atomic int32_t fd;      /* EMPTY, TOMB, or the fd */
@@ -142,7 +147,8 @@ void tb_epset_scan(struct tb_epset *set,
 		   bool (*fn)(void *ctx, int fd, uint32_t events, uint64_t tag, uint64_t data),
 		   void *ctx);
 
-/* In a forked child: a lock held by a thread of the parent is free again. */
+/* In a forked child: the references, scans and locks of the parent's other threads are
+ * dropped, and each instance's counts made again from its entries (rule 5). */
 void tb_epset_fork_child(void);
 
 #endif

@@ -325,6 +325,108 @@ static void test_fork_child_inherits_sets_and_lock_is_free(void **state)
 	tb_epset_drop(20);
 }
 
+/* A thread of the parent blocked in epoll_wait holds a reference for the whole wait; in the
+ * child that thread is gone, and its reference kept the instance (and its array) for ever
+ * after the child closed the epoll fd. Now the child's instance counts the table's
+ * reference alone, and its close releases it: the next instance made is the same memory,
+ * recycled. */
+static struct tb_epset *blocked_ref;
+static pthread_mutex_t blocked_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t blocked_cv = PTHREAD_COND_INITIALIZER;
+static int blocked_stage;
+
+static void *blocked_waiter(void *arg)
+{
+	pthread_mutex_lock(&blocked_mu);
+	blocked_ref = tb_epset_get((int)(intptr_t)arg);
+	blocked_stage = 1;
+	pthread_cond_broadcast(&blocked_cv);
+	while (blocked_stage != 2)
+		pthread_cond_wait(&blocked_cv, &blocked_mu);
+	pthread_mutex_unlock(&blocked_mu);
+	tb_epset_put_ref(blocked_ref);
+	return NULL;
+}
+
+static void test_fork_child_drops_the_references_of_gone_threads(void **state)
+{
+	struct tb_epset *set = tb_epset_get_or_make(22);
+	pthread_t t;
+	pid_t pid;
+	int status;
+
+	(void)state;
+	tb_epset_put(set, 5, EPOLLIN, 1, 5);
+	tb_epset_put_ref(set); /* this thread holds nothing at the fork */
+	assert_int_equal(pthread_create(&t, NULL, blocked_waiter, (void *)(intptr_t)22), 0);
+	pthread_mutex_lock(&blocked_mu);
+	while (blocked_stage != 1)
+		pthread_cond_wait(&blocked_cv, &blocked_mu);
+	pthread_mutex_unlock(&blocked_mu);
+	assert_ptr_equal(blocked_ref, set);
+	assert_int_equal(atomic_load(&set->refs), 2);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct tb_epset *again;
+
+		tb_epset_fork_child();
+		if (atomic_load(&set->refs) != 1)
+			_exit(1);
+		tb_epset_drop(22); /* the child closes the epoll fd */
+		again = tb_epset_get_or_make(23);
+		/* Released: recycled for the next instance made. Kept, a new one is allocated. */
+		_exit(again == set ? 0 : 2);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	pthread_mutex_lock(&blocked_mu); /* the parent's waiter goes before any check fails */
+	blocked_stage = 2;
+	pthread_cond_broadcast(&blocked_cv);
+	pthread_mutex_unlock(&blocked_mu);
+	pthread_join(t, NULL);
+	assert_int_equal(atomic_load(&set->refs), 1); /* the parent's own count is untouched */
+	tb_epset_drop(22);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* A fork while another thread of the parent was inside a writer (its lock held) copied the
+ * instance's counts half-made: an entry filled, `live` not yet raised - a waiter then takes
+ * the instance for one with nothing to watch. The child makes the counts again from the
+ * entries. Simulated: the lock set and the counts skewed as that writer would leave them. */
+static void test_fork_child_recounts_an_instance_copied_mid_update(void **state)
+{
+	struct tb_epset *set = tb_epset_get_or_make(24);
+	pid_t pid;
+	int status;
+
+	(void)state;
+	tb_epset_put(set, 5, EPOLLIN, 1, 5);
+	tb_epset_put(set, 6, EPOLLIN | EPOLLONESHOT, 2, 6);
+	tb_epset_put(set, 7, EPOLLIN, 3, 7);
+	tb_epset_del(set, 7); /* a tombstone: used 3, live 2 */
+	tb_epset_put_ref(set);
+	atomic_flag_test_and_set(&set->lock); /* held by a writer of another thread */
+	atomic_store(&set->live, 1);          /* 6 filled, not yet counted */
+	atomic_store(&set->oneshots, 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		tb_epset_fork_child();
+		if (atomic_load(&set->live) != 2 || atomic_load(&set->oneshots) != 1 ||
+		    set->used != 3)
+			_exit(1);
+		_exit(atomic_flag_test_and_set(&set->lock) ? 2 : 0); /* free */
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	atomic_flag_clear(&set->lock); /* the parent's instance made whole before any check */
+	atomic_store(&set->live, 2);
+	atomic_store(&set->oneshots, 1);
+	tb_epset_drop(24);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 /* A reader that found an instance in the table just before it was closed and recycled under
  * the same number (epoll_wait on one thread, close + epoll_create on another) takes its
  * reference on the recycled instance. The recycling set the count with plain stores
@@ -587,6 +689,8 @@ int main(void)
 		cmocka_unit_test(test_scan_stops_when_asked),
 		cmocka_unit_test(test_drop_while_referenced_then_reuse),
 		cmocka_unit_test(test_fork_child_inherits_sets_and_lock_is_free),
+		cmocka_unit_test(test_fork_child_drops_the_references_of_gone_threads),
+		cmocka_unit_test(test_fork_child_recounts_an_instance_copied_mid_update),
 		cmocka_unit_test(test_recycled_instance_keeps_a_racing_reference),
 		cmocka_unit_test(test_modify_rewrites_only_a_known_entry),
 		cmocka_unit_test(test_modify_races_close_and_recycling),
