@@ -121,11 +121,10 @@ static size_t row_end(int i)
 	return offsetof(struct tb_stats_seg, d) + (size_t)(i + 1) * sizeof(struct tb_stats_dest);
 }
 
-/* Said once per process; the program's errno is left as it was. */
+/* Said once per process. Its caller restores the program's errno after it. */
 static __attribute__((noinline, cold)) void rows_lost(int i, int err)
 {
 	char body[400];
-	int saved = errno;
 
 	if (atomic_exchange(&rows_full, true))
 		return;
@@ -133,7 +132,6 @@ static __attribute__((noinline, cold)) void rows_lost(int i, int err)
 		 "error=\"cannot allocate: %s\" effect=\"calls to destinations without a row "
 		 "are counted as other\"", tb_gate_file_dir(), seg_name, i, strerror(err));
 	tb_log_error(body);
-	errno = saved;
 }
 
 /* Rows 0..i allocated, or false (said once). errno is left as it was. */
@@ -141,7 +139,7 @@ static __attribute__((noinline)) bool rows_allocate(int i)
 {
 	uint32_t have = atomic_load(&seg->rows_allocated);
 	off_t at;
-	int saved = errno, rc, err;
+	int saved = errno, rc;
 
 	if (have > (uint32_t)i)
 		return true; /* another claimer allocated it meanwhile */
@@ -150,12 +148,12 @@ static __attribute__((noinline)) bool rows_allocate(int i)
 	at = (off_t)offsetof(struct tb_stats_seg, d[have]);
 	while ((rc = fallocate(seg_fd, 0, at, (off_t)row_end(i) - at)) != 0 && errno == EINTR)
 		; /* a signal of the program's during the allocation is not a full tmpfs */
-	err = errno;
-	errno = saved;
 	if (rc != 0) {
-		rows_lost(i, err);
+		rows_lost(i, errno);
+		errno = saved;
 		return false;
 	}
+	errno = saved;
 	while (have < (uint32_t)i + 1 &&
 	       !atomic_compare_exchange_weak(&seg->rows_allocated, &have, (uint32_t)i + 1))
 		;

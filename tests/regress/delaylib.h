@@ -44,4 +44,33 @@ static inline void tbr_remove_built(void)
 		fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* A delaying library's source: fallocate (and fallocate64) sleep $TBR_FALLOCATE_MS
+ * milliseconds before the real call - where the statistics segment is allocated - after
+ * creating the file $TBR_MARK when that is set (the moment the delay begins, for a story
+ * that must act inside it). */
+static const char tbr_fallocate_delay_source[] =
+	"#define _GNU_SOURCE\n"
+	"#include <dlfcn.h>\n"
+	"#include <fcntl.h>\n"
+	"#include <stdlib.h>\n"
+	"#include <time.h>\n"
+	"#include <unistd.h>\n"
+	"int fallocate(int fd, int mode, long off, long len)\n"
+	"{\n"
+	"\tstatic int (*real)(int, int, long, long);\n"
+	"\tconst char *ms = getenv(\"TBR_FALLOCATE_MS\"), *mark = getenv(\"TBR_MARK\");\n"
+	"\tlong n = ms != NULL ? atol(ms) : 0;\n"
+	"\tstruct timespec t = { n / 1000, (n % 1000) * 1000000 };\n"
+	"\tif (!real)\n"
+	"\t\treal = (int (*)(int, int, long, long))dlsym(RTLD_NEXT, \"fallocate\");\n"
+	"\tif (mark != NULL)\n"
+	"\t\tclose(open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0600));\n"
+	"\tnanosleep(&t, 0);\n"
+	"\treturn real(fd, mode, off, len);\n"
+	"}\n"
+	"int fallocate64(int fd, int mode, long off, long len)\n"
+	"{\n"
+	"\treturn fallocate(fd, mode, off, len);\n"
+	"}\n";
+
 #endif

@@ -24,20 +24,6 @@
 #define SOCKS 20
 #define ROUNDS 300000
 
-static long rss_kb(void)
-{
-	char line[256];
-	long kb = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	TBR_CHECK(f != NULL, "/proc/self/status: %s", strerror(errno));
-	while (fgets(line, sizeof(line), f) != NULL)
-		if (strncmp(line, "VmRSS:", 6) == 0)
-			kb = atol(line + 6);
-	fclose(f);
-	return kb;
-}
-
 int main(int argc, char **argv)
 {
 	const char *san = getenv("TB_SANITIZE");
@@ -56,7 +42,7 @@ int main(int argc, char **argv)
 		TBR_CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &ev) == 0, "ADD: %s", strerror(errno));
 	}
 	extra = tbr_connect(lport);
-	before = rss_kb();
+	before = tbr_rss_kb();
 	for (int k = 0; k < ROUNDS; k++) {
 		int fd = fds[k % SOCKS], other;
 
@@ -73,7 +59,7 @@ int main(int argc, char **argv)
 		TBR_CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, other, NULL) == 0, "DEL: %s", strerror(errno));
 		close(other);
 	}
-	after = rss_kb();
+	after = tbr_rss_kb();
 	fprintf(stderr, "resident memory %ld kB before the switches, %ld kB after\n", before, after);
 	close(lfd);
 	if (san == NULL || *san == '\0')

@@ -31,20 +31,6 @@
 static int ep;
 static atomic_int waiter_tid;
 
-static long rss_kb(void)
-{
-	char line[256];
-	long kb = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	TBR_CHECK(f != NULL, "/proc/self/status: %s", strerror(errno));
-	while (fgets(line, sizeof(line), f) != NULL)
-		if (strncmp(line, "VmRSS:", 6) == 0)
-			kb = atol(line + 6);
-	fclose(f);
-	return kb;
-}
-
 /* Blocks in epoll_wait until the pipe registered with the instance is written. */
 static void *waiter(void *arg)
 {
@@ -90,7 +76,7 @@ int main(int argc, char **argv)
 	}
 	TBR_CHECK(tbr_thread_sleeping(atomic_load(&waiter_tid)), "the waiter never blocked");
 
-	before = rss_kb();
+	before = tbr_rss_kb();
 	for (int k = 0; k < ROUNDS; k++) {
 		/* A number that changes (900 of them in turn): its ADD finds no tombstone of its
 		 * own, and the table rehashes every few dozen. */
@@ -102,7 +88,7 @@ int main(int argc, char **argv)
 		TBR_CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, other, NULL) == 0, "DEL: %s", strerror(errno));
 		close(other);
 	}
-	after = rss_kb();
+	after = tbr_rss_kb();
 	fprintf(stderr, "resident memory %ld kB before the churn, %ld kB after (a thread blocked "
 		"in epoll_wait throughout: %s)\n", before, after,
 		tbr_thread_sleeping(atomic_load(&waiter_tid)) ? "yes" : "no");

@@ -16,24 +16,6 @@
  */
 #include "delaylib.h"
 
-static const char delay_source[] =
-	"#define _GNU_SOURCE\n"
-	"#include <dlfcn.h>\n"
-	"#include <time.h>\n"
-	"int fallocate(int fd, int mode, long off, long len)\n"
-	"{\n"
-	"\tstatic int (*real)(int, int, long, long);\n"
-	"\tstruct timespec t = { 0, 300000000 };\n"
-	"\tif (!real)\n"
-	"\t\treal = (int (*)(int, int, long, long))dlsym(RTLD_NEXT, \"fallocate\");\n"
-	"\tnanosleep(&t, 0);\n"
-	"\treturn real(fd, mode, off, len);\n"
-	"}\n"
-	"int fallocate64(int fd, int mode, long off, long len)\n"
-	"{\n"
-	"\treturn fallocate(fd, mode, off, len);\n"
-	"}\n";
-
 int main(int argc, char **argv)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -41,8 +23,10 @@ int main(int argc, char **argv)
 	double t0, ms;
 
 	(void)argc;
-	if (getenv("TBR_CHILD") == NULL)
-		tbr_add_preload(delay_source);
+	if (getenv("TBR_CHILD") == NULL) {
+		setenv("TBR_FALLOCATE_MS", "300", 1);
+		tbr_add_preload(tbr_fallocate_delay_source);
+	}
 	tbr_preload_self(argv, "TIMEBOX_CONNECT_TIMEOUT=100ms", NULL);
 	tbr_remove_built();
 	lfd = tbr_listen(&port);

@@ -9,8 +9,6 @@
  * max_conns 1 held by one process, another process's connect waits and times out.
  * (2) Without it, the fallback is loud: one log line names the directory and its owner.
  */
-#include <sched.h>
-#include <sys/mount.h>
 
 #include "gate_regress.h"
 
@@ -70,14 +68,7 @@ int main(int argc, char **argv)
 
 	if (getenv("TBR_CHILD") != NULL && argc >= 2)
 		return run_child(argc, argv);
-	if (getenv("TBR_PRELOAD") == NULL)
-		tbr_skip("TBR_PRELOAD is not set (run through tests/regress/run.sh)");
-	if (unshare(CLONE_NEWNS) < 0)
-		tbr_skip("cannot create a mount namespace (needs root)");
-	TBR_CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "make-private: %s",
-		  strerror(errno));
-	if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=1777") < 0)
-		tbr_skip("cannot mount a tmpfs on /dev/shm");
+	tbg_private_tmpfs("/dev/shm", "size=1m,mode=1777");
 	snprintf(squat, sizeof(squat), "/dev/shm/timebox-%u", (unsigned)getuid());
 	TBR_CHECK(mkdir(squat, 0700) == 0 && chown(squat, 65534, 65534) == 0,
 		  "squat %s: %s", squat, strerror(errno));

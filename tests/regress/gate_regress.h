@@ -5,8 +5,10 @@
 
 #include <dirent.h>
 #include <ftw.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -144,6 +146,22 @@ static inline int tbg_wait(pid_t pid)
 	if (WIFSIGNALED(st))
 		return 128 + WTERMSIG(st);
 	return WEXITSTATUS(st);
+}
+
+/* In a mount namespace of this process's own (as root; skips otherwise), a fresh tmpfs
+ * mounted on dir with the mount options given ("size=8k,mode=1777"): the stories that need
+ * a full or a squatted tmpfs make it there, unseen by the rest of the machine. Run before
+ * the program re-executes itself: the namespace is inherited. */
+static inline void tbg_private_tmpfs(const char *dir, const char *options)
+{
+	if (getenv("TBR_PRELOAD") == NULL)
+		tbr_skip("TBR_PRELOAD is not set (run through tests/regress/run.sh)");
+	if (unshare(CLONE_NEWNS) < 0)
+		tbr_skip("cannot create a mount namespace (needs root)");
+	TBR_CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "make-private: %s",
+		  strerror(errno));
+	if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, options) < 0)
+		tbr_skip("cannot mount a tmpfs");
 }
 
 #endif

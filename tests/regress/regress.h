@@ -264,6 +264,21 @@ static inline void tbr_watch(atomic_int *done, int total, const char *what)
 	pthread_detach(t);
 }
 
+/* The process's resident size in kB (VmRSS). */
+static inline long tbr_rss_kb(void)
+{
+	char line[256];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	TBR_CHECK(f != NULL, "/proc/self/status: %s", strerror(errno));
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (strncmp(line, "VmRSS:", 6) == 0)
+			kb = atol(line + 6);
+	fclose(f);
+	return kb;
+}
+
 /* The process's mapped size in bytes (VmSize), or 0. */
 static inline unsigned long long tbr_vm_size(void)
 {

@@ -11,8 +11,6 @@
  * its own (a second connect waits and times out).
  */
 #include <fcntl.h>
-#include <sched.h>
-#include <sys/mount.h>
 
 #include "gate_regress.h"
 
@@ -58,14 +56,7 @@ int main(int argc, char **argv)
 		close(lfd);
 		return 0;
 	}
-	if (getenv("TBR_PRELOAD") == NULL)
-		tbr_skip("TBR_PRELOAD is not set (run through tests/regress/run.sh)");
-	if (unshare(CLONE_NEWNS) < 0)
-		tbr_skip("cannot create a mount namespace (needs root)");
-	TBR_CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "make-private: %s",
-		  strerror(errno));
-	if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=8k,mode=1777") < 0)
-		tbr_skip("cannot mount a tmpfs on /dev/shm");
+	tbg_private_tmpfs("/dev/shm", "size=8k,mode=1777");
 	{
 		/* Fill it, the way a busy container's /dev/shm is full. */
 		char block[1024] = { 1 };

@@ -18,24 +18,6 @@
 
 #define THREADS 8
 
-static const char delay_source[] =
-	"#define _GNU_SOURCE\n"
-	"#include <dlfcn.h>\n"
-	"#include <time.h>\n"
-	"int fallocate(int fd, int mode, long off, long len)\n"
-	"{\n"
-	"\tstatic int (*real)(int, int, long, long);\n"
-	"\tstruct timespec t = { 0, 300000000 };\n"
-	"\tif (!real)\n"
-	"\t\treal = (int (*)(int, int, long, long))dlsym(RTLD_NEXT, \"fallocate\");\n"
-	"\tnanosleep(&t, 0);\n"
-	"\treturn real(fd, mode, off, len);\n"
-	"}\n"
-	"int fallocate64(int fd, int mode, long off, long len)\n"
-	"{\n"
-	"\treturn fallocate(fd, mode, off, len);\n"
-	"}\n";
-
 static int port;
 static pthread_barrier_t go;
 static int fds[THREADS];
@@ -93,7 +75,8 @@ int main(int argc, char **argv)
 			start--;
 		snprintf(launcher, sizeof(launcher), "%.*s/bin/timebox", (int)(lib - start), start);
 		setenv("TBR_LAUNCHER", launcher, 1);
-		tbr_add_preload(delay_source);
+		setenv("TBR_FALLOCATE_MS", "300", 1);
+		tbr_add_preload(tbr_fallocate_delay_source);
 	}
 	tbr_preload_self(argv, "TIMEBOX_READ_TIMEOUT=5s", NULL);
 	tbr_remove_built();

@@ -20,30 +20,6 @@
 
 #include "delaylib.h"
 
-static const char delay_source[] =
-	"#define _GNU_SOURCE\n"
-	"#include <dlfcn.h>\n"
-	"#include <fcntl.h>\n"
-	"#include <stdlib.h>\n"
-	"#include <time.h>\n"
-	"#include <unistd.h>\n"
-	"int fallocate(int fd, int mode, long off, long len)\n"
-	"{\n"
-	"\tstatic int (*real)(int, int, long, long);\n"
-	"\tstruct timespec t = { 0, 400000000 };\n"
-	"\tconst char *mark = getenv(\"TBR_MARK\");\n"
-	"\tif (!real)\n"
-	"\t\treal = (int (*)(int, int, long, long))dlsym(RTLD_NEXT, \"fallocate\");\n"
-	"\tif (mark != NULL)\n"
-	"\t\tclose(open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0600));\n"
-	"\tnanosleep(&t, 0);\n"
-	"\treturn real(fd, mode, off, len);\n"
-	"}\n"
-	"int fallocate64(int fd, int mode, long off, long len)\n"
-	"{\n"
-	"\treturn fallocate(fd, mode, off, len);\n"
-	"}\n";
-
 static int port;
 
 static void *first_connect(void *arg)
@@ -67,7 +43,8 @@ int main(int argc, char **argv)
 		snprintf(mark, sizeof(mark), "/tmp/tbr-fork-opening-%d", (int)getpid());
 		snprintf(mark_env, sizeof(mark_env), "TBR_MARK=%s", mark);
 		putenv(mark_env);
-		tbr_add_preload(delay_source);
+		setenv("TBR_FALLOCATE_MS", "400", 1);
+		tbr_add_preload(tbr_fallocate_delay_source);
 	}
 	tbr_preload_self(argv, "TIMEBOX_CONNECT_TIMEOUT=5s", NULL);
 	tbr_remove_built();

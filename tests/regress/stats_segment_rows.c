@@ -21,7 +21,6 @@
 #include <sched.h>
 #include <stdint.h>
 #include <sys/mman.h>
-#include <sys/mount.h>
 
 #include "gate_regress.h"
 #include "../../policy/stats_seg.h"
@@ -175,15 +174,8 @@ int main(int argc, char **argv)
 		snprintf(tbdir, sizeof(tbdir), "%s/timebox", getenv("XDG_RUNTIME_DIR"));
 		return child(tbdir);
 	}
-	if (getenv("TBR_PRELOAD") == NULL)
-		tbr_skip("TBR_PRELOAD is not set (run through tests/regress/run.sh)");
-	if (unshare(CLONE_NEWNS) < 0)
-		tbr_skip("cannot create a mount namespace (needs root)");
-	TBR_CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "make-private: %s",
-		  strerror(errno));
 	TBR_CHECK(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
-	if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, "size=256k,mode=0700") < 0)
-		tbr_skip("cannot mount a tmpfs");
+	tbg_private_tmpfs(dir, "size=256k,mode=0700");
 	snprintf(xdg, sizeof(xdg), "XDG_RUNTIME_DIR=%s", dir);
 	putenv(xdg);
 	snprintf(logpath, sizeof(logpath), "/tmp/tbr-statsrows-%d.log", (int)getpid());
