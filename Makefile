@@ -1,6 +1,6 @@
 # timebox - one Makefile for the library, the launcher, the tests, the demo and the bench.
 #   make                      build/lib/libtimebox.so and build/bin/timebox
-#   make test                 unit tests (cmocka), the exports and layers checks, regress,
+#   make test                 unit tests (cmocka), the exports, layers and TLS checks, regress,
 #                             stress-short, end-to-end tests, conformance-short
 #   make stress               minutes of 200 threads against a fault server (tests/stress/)
 #   make conformance          CPython's and GLib's own suites natively and under timebox,
@@ -129,7 +129,7 @@ REGRESS_JOBS ?= 2
 E2E_JOBS     ?= 2
 
 .PHONY: all test unit regress e2e musl-clients stress stress-short demo bench clean deps-check deps-test install uninstall deb \
-	check-exports check-layers conformance conformance-short
+	check-exports check-layers check-tls conformance conformance-short
 
 # Installed layout (make install PREFIX=/usr/local DESTDIR=/tmp/stage). The launcher finds
 # the library at ../lib/timebox/ from its own directory.
@@ -306,6 +306,11 @@ check-layers: $(LIB) $(LAUNCHER)
 	@tests/check_layers.sh --self-test
 	@tests/check_layers.sh . $(BUILD)
 
+# The library's static TLS stays within what a dlopen of it gets under ASan's runtime
+# (tests/check_tls.sh tells the budget and why).
+check-tls: $(LIB)
+	@tests/check_tls.sh $(LIB)
+
 regress: all $(REGRESS_BINS)
 	@TBR_JOBS=$(REGRESS_JOBS) TB_SANITIZE=$(SANITIZE) tests/regress/run.sh $(BUILD) $(REGRESS_FILTER)
 
@@ -352,6 +357,7 @@ test: deps-test
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory check-exports
 	@$(MAKE) --no-print-directory check-layers
+	@$(MAKE) --no-print-directory check-tls
 	@$(MAKE) --no-print-directory regress
 	@$(MAKE) --no-print-directory stress-short
 	@$(MAKE) --no-print-directory e2e

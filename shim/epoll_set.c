@@ -22,7 +22,8 @@ static atomic_flag free_lock = ATOMIC_FLAG_INIT;
  * References and locks this thread holds, a signal handler's included (rule 5). Counted
  * before a reference or lock is taken and uncounted after it is given back: a fork from a
  * handler in between finds this thread counted, and the child then trusts nothing it could
- * not tell from its own (tb_epset_fork_child).
+ * not tell from its own (tb_epset_fork_child). Static TLS, which a dlopen of the library
+ * gets only from glibc's spare: see TB_WAITS_MAX (waits.h).
  */
 static __thread unsigned held __attribute__((tls_model("initial-exec")));
 

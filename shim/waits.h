@@ -34,11 +34,12 @@
  * (sigaltstack) may take the interrupted wait for an abandoned one and end it early, which
  * leaves that wait uncut, never cut wrongly; past TB_WAITS_MAX entries nothing is recorded.
  */
-/* 63, not 64: the record is most of the library's static TLS, and a dlopen of the library
+/* 62, not 64: the record is most of the library's static TLS, and a dlopen of the library
  * gets only what glibc keeps spare (regress/dlopen_library; under ASan's runtime the spare
- * is smaller still). 63 nested waits (a wait in a handler that interrupted a wait...) is
- * as good as 64. */
-#define TB_WAITS_MAX 63
+ * is smaller still: 8 bytes more for the epoll mirror's count of what a thread holds
+ * exhausted it). 62 nested waits (a wait in a handler that interrupted a wait...) is as
+ * good as 64. */
+#define TB_WAITS_MAX 62
 #define TB_WAITS_SLACK 512
 
 struct tb_wait_rec {
