@@ -407,7 +407,11 @@ def test_stormcli_retries_and_counts():
         st = srv.stats()
     assert run.returncode == 0, run
     t = run.total
-    assert t["ok"] == 0 and t["attempts"] == 4 * t["first"] == st["accepted"], (t, st)
+    # Every call is tried 4 times, but the run's end stops a call's retries: the last call
+    # of each of the 2 threads may have had fewer (1 to 4). It asserted exactly 4 per call
+    # and failed when the end fell inside a call (150 attempts for 38 calls, under ASan).
+    assert t["ok"] == 0 and t["attempts"] == st["accepted"], (t, st)
+    assert 4 * (t["first"] - 2) + 2 <= t["attempts"] <= 4 * t["first"], t
     assert t["err_ECONNRESET"] == t["attempts"] and t["refused"] == 0, t
     t0 = storm.t0_ahead()
     with storm.StormServer([], t0=t0) as srv:
