@@ -12,6 +12,7 @@
  */
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 
 #include "regress.h"
 
@@ -45,7 +46,7 @@ static int pair(int *peer)
 
 enum how { BY_CLOSE, BY_DUP2, BY_CLOSE_RANGE };
 
-static void close_under_reader(enum how how)
+static void close_under_reader(enum how how, bool timed)
 {
 	static const char *names[] = { "close", "dup2", "close_range" };
 	struct reader rd = { 0 };
@@ -67,7 +68,7 @@ static void close_under_reader(enum how how)
 		TBR_CHECK(close_range((unsigned)fd, (unsigned)fd, 0) == 0, "close_range: %s",
 			  strerror(errno));
 	}
-	TBR_CHECK(tbt_now_ms() - t0 < 300, "%s under a reader took %.0f ms", names[how],
+	TBR_CHECK(!timed || tbt_now_ms() - t0 < 300, "%s under a reader took %.0f ms", names[how],
 		  tbt_now_ms() - t0);
 	/* The slot came back: another connect gets it at once. */
 	other = pair(&other_peer);
@@ -120,9 +121,17 @@ int main(int argc, char **argv)
 	close(other);
 	close(peer);
 
-	close_under_reader(BY_CLOSE);
-	close_under_reader(BY_DUP2);
-	close_under_reader(BY_CLOSE_RANGE);
+	/* Under ThreadSanitizer the program's close races the reader on purpose, and the first
+	 * report of each call site is checked against the suppression by symbolizing its stack
+	 * inside that close: 300-400 ms (strace: some 3,000 mmaps between the sleep and the
+	 * close), which failed the bound about one run in seven. Each case is run once untimed
+	 * first; a suppression that fired is then matched by address, at once. */
+	if (getenv("TB_SANITIZE") != NULL && strcmp(getenv("TB_SANITIZE"), "thread") == 0)
+		for (enum how h = BY_CLOSE; h <= BY_CLOSE_RANGE; h++)
+			close_under_reader(h, false);
+	close_under_reader(BY_CLOSE, true);
+	close_under_reader(BY_DUP2, true);
+	close_under_reader(BY_CLOSE_RANGE, true);
 	close(lfd);
 	return 0;
 }
