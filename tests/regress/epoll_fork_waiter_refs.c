@@ -20,9 +20,7 @@
  */
 #include <fcntl.h>
 #include <malloc.h>
-#include <pthread.h>
 #include <sys/epoll.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "regress.h"
@@ -30,19 +28,6 @@
 #define NUMBERS 600
 
 static int ep;
-static atomic_int waiter_tid;
-
-/* Blocks in epoll_wait until the pipe registered with the instance is written. */
-static void *waiter(void *arg)
-{
-	struct epoll_event got[4];
-
-	(void)arg;
-	atomic_store(&waiter_tid, (int)syscall(SYS_gettid));
-	while (epoll_wait(ep, got, 4, -1) == 0 || errno == EINTR)
-		;
-	return NULL;
-}
 
 /* The child: closes the epoll fd; 0 when that freed the mirror, 1 when not, 77 when the
  * allocator cannot tell. */
@@ -71,8 +56,7 @@ int main(int argc, char **argv)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
 	int lport, lfd, sock, wake[2], status;
-	double until;
-	pthread_t t;
+	struct tbr_epoll_waiter w;
 	pid_t pid;
 
 	(void)argc;
@@ -91,22 +75,14 @@ int main(int argc, char **argv)
 	TBR_CHECK(pipe2(wake, O_CLOEXEC) == 0, "pipe: %s", strerror(errno));
 	ev.data.fd = wake[0];
 	TBR_CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, wake[0], &ev) == 0, "ADD: %s", strerror(errno));
-	TBR_CHECK(pthread_create(&t, NULL, waiter, NULL) == 0, "pthread_create");
-	until = tbt_now_ms() + 10000;
-	while (tbt_now_ms() < until &&
-	       (atomic_load(&waiter_tid) == 0 || !tbr_thread_sleeping(atomic_load(&waiter_tid)))) {
-		struct timespec ms = { 0, 1000000 };
-
-		nanosleep(&ms, NULL);
-	}
-	TBR_CHECK(tbr_thread_sleeping(atomic_load(&waiter_tid)), "the waiter never blocked");
+	tbr_epoll_waiter_start(&w, ep);
 	pid = fork();
 	TBR_CHECK(pid >= 0, "fork: %s", strerror(errno));
 	if (pid == 0)
 		_exit(child());
 	TBR_CHECK(waitpid(pid, &status, 0) == pid, "waitpid: %s", strerror(errno));
 	TBR_CHECK(write(wake[1], "x", 1) == 1, "wake the waiter: %s", strerror(errno));
-	pthread_join(t, NULL);
+	tbr_epoll_waiter_join(&w);
 	close(lfd);
 	TBR_CHECK(WIFEXITED(status), "the child died (status %#x)", status);
 	if (WEXITSTATUS(status) == TBR_SKIP)

@@ -19,9 +19,7 @@
  * the loop runs but the size is not judged: the sanitizer's allocator keeps freed blocks.
  */
 #include <fcntl.h>
-#include <pthread.h>
 #include <sys/epoll.h>
-#include <sys/syscall.h>
 
 #include "regress.h"
 
@@ -29,19 +27,6 @@
 #define ROUNDS 300000
 
 static int ep;
-static atomic_int waiter_tid;
-
-/* Blocks in epoll_wait until the pipe registered with the instance is written. */
-static void *waiter(void *arg)
-{
-	struct epoll_event got[4];
-
-	(void)arg;
-	atomic_store(&waiter_tid, (int)syscall(SYS_gettid));
-	while (epoll_wait(ep, got, 4, -1) == 0 || errno == EINTR)
-		;
-	return NULL;
-}
 
 int main(int argc, char **argv)
 {
@@ -49,8 +34,7 @@ int main(int argc, char **argv)
 	int lport, lfd, fds[SOCKS], extra, wake[2];
 	struct epoll_event ev = { .events = EPOLLIN };
 	long before, after;
-	double until;
-	pthread_t t;
+	struct tbr_epoll_waiter w;
 
 	(void)argc;
 	tbr_preload_self(argv, "TIMEBOX_READ_TIMEOUT=5s", "TIMEBOX_CONNECT_TIMEOUT=5s", NULL);
@@ -66,15 +50,7 @@ int main(int argc, char **argv)
 	ev.data.fd = wake[0];
 	TBR_CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, wake[0], &ev) == 0, "ADD: %s", strerror(errno));
 	extra = tbr_connect(lport);
-	TBR_CHECK(pthread_create(&t, NULL, waiter, NULL) == 0, "pthread_create");
-	until = tbt_now_ms() + 10000;
-	while (tbt_now_ms() < until &&
-	       (atomic_load(&waiter_tid) == 0 || !tbr_thread_sleeping(atomic_load(&waiter_tid)))) {
-		struct timespec ms = { 0, 1000000 };
-
-		nanosleep(&ms, NULL);
-	}
-	TBR_CHECK(tbr_thread_sleeping(atomic_load(&waiter_tid)), "the waiter never blocked");
+	tbr_epoll_waiter_start(&w, ep);
 
 	before = tbr_rss_kb();
 	for (int k = 0; k < ROUNDS; k++) {
@@ -91,9 +67,9 @@ int main(int argc, char **argv)
 	after = tbr_rss_kb();
 	fprintf(stderr, "resident memory %ld kB before the churn, %ld kB after (a thread blocked "
 		"in epoll_wait throughout: %s)\n", before, after,
-		tbr_thread_sleeping(atomic_load(&waiter_tid)) ? "yes" : "no");
+		tbr_epoll_waiter_sleeping(&w) ? "yes" : "no");
 	TBR_CHECK(write(wake[1], "x", 1) == 1, "wake the waiter: %s", strerror(errno));
-	pthread_join(t, NULL);
+	tbr_epoll_waiter_join(&w);
 	close(lfd);
 	if (san == NULL || *san == '\0')
 		TBR_CHECK(after - before <= 4096, "grew by %ld kB", after - before);

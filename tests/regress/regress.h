@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -152,6 +154,55 @@ static inline int tbr_thread_sleeping(int tid)
 		s = p[2] == 'S';
 	fclose(f);
 	return s;
+}
+
+/*
+ * A thread that blocks in epoll_wait on `ep` until a registered fd is ready (the test writes a
+ * pipe it registered): tbr_epoll_waiter_start returns once the thread sleeps in the kernel
+ * (10 s at most, else the test fails); tbr_epoll_waiter_join after the test woke it.
+ */
+struct tbr_epoll_waiter {
+	pthread_t t;
+	int ep;
+	atomic_int tid;
+};
+
+static inline void *tbr_epoll_waiter_main(void *arg)
+{
+	struct tbr_epoll_waiter *w = arg;
+	struct epoll_event got[4];
+
+	atomic_store(&w->tid, (int)syscall(SYS_gettid));
+	while (epoll_wait(w->ep, got, 4, -1) == 0 || errno == EINTR)
+		;
+	return NULL;
+}
+
+static inline void tbr_epoll_waiter_start(struct tbr_epoll_waiter *w, int ep)
+{
+	double until = tbt_now_ms() + 10000;
+
+	w->ep = ep;
+	atomic_store(&w->tid, 0);
+	TBR_CHECK(pthread_create(&w->t, NULL, tbr_epoll_waiter_main, w) == 0, "pthread_create");
+	while (tbt_now_ms() < until &&
+	       (atomic_load(&w->tid) == 0 || !tbr_thread_sleeping(atomic_load(&w->tid)))) {
+		struct timespec ms = { 0, 1000000 };
+
+		nanosleep(&ms, NULL);
+	}
+	TBR_CHECK(tbr_thread_sleeping(atomic_load(&w->tid)), "the waiter never blocked");
+}
+
+/* The waiter still sleeps in epoll_wait. */
+static inline int tbr_epoll_waiter_sleeping(struct tbr_epoll_waiter *w)
+{
+	return tbr_thread_sleeping(atomic_load(&w->tid));
+}
+
+static inline void tbr_epoll_waiter_join(struct tbr_epoll_waiter *w)
+{
+	pthread_join(w->t, NULL);
 }
 
 struct tbr_server {
