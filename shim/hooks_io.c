@@ -2,6 +2,7 @@
  * and the FORTIFY variants. Each is: untracked fd -> libc at once; else xfer begin/end. */
 #include <errno.h>
 #include <limits.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include "libc_compat.h"
 #include "prop_io.h"
 #include "real.h"
+#include "sigpipe.h"
 #include "xfer.h"
 
 #ifdef __GLIBC__
@@ -396,6 +398,55 @@ TB_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 		return tb_real.writev(fd, iov, n);
 	return governed_writev(s, fd, iov, n);
 }
+
+/*
+ * sendfile(2) into a governed socket: a send the kernel makes from a file, so it blocks as a
+ * send does and waits under the write phase and the call's deadline (a blocked sendfile to a
+ * stalled peer was never cut). Its bytes are unseen: framing counts them inside a body it
+ * is skipping and gives up anywhere else (tb_frame_unseen). It takes no MSG_NOSIGNAL, so
+ * SIGPIPE is held around it (sigpipe.h): a cut fails it with EPIPE, which the program must
+ * see as the timeout, not die of; a genuine EPIPE (the peer closed) raises SIGPIPE as the
+ * mask is restored, as natively. Three or four system calls more per governed sendfile, each
+ * of which moves a file's worth; an untracked fd (a file, a pipe, an inbound socket) is
+ * the program's own call.
+ */
+static TB_SLOW ssize_t governed_sendfile(struct tb_sock *s, int out, int in, off_t *off,
+					 size_t n)
+{
+	struct tb_xfer x;
+	struct tb_sigpipe pipe_held;
+	uint32_t w;
+	ssize_t r;
+
+	if (tb_xfer_begin(&x, s, out, TB_WR, false) < 0)
+		return -1;
+	if (x.s == NULL)
+		return tb_real.sendfile(out, in, off, n); /* not ours (any more) */
+	x.sigpipe = false; /* the kernel's own, held below */
+	x.peek = false;
+	tb_xfer_data(&x, NULL, NULL, 0);
+	tb_sigpipe_hold(&pipe_held);
+	r = tb_real.sendfile(out, in, off, n);
+	w = tb_sock_word(s);
+	tb_sigpipe_release(&pipe_held, TB_ST_GEN(w) == x.gen && TB_ST(w) == TB_ST_EXPIRED);
+	return tb_xfer_end(&x, r);
+}
+
+TB_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
+{
+	struct tb_sock *s = tb_fd_sock(out);
+
+	if (TB_LIKELY(s == NULL))
+		return tb_real.sendfile(out, in, off, n);
+	return governed_sendfile(s, out, in, off, n);
+}
+
+#if defined(__GLIBC__) && __WORDSIZE == 64 /* the same call under its large-file name */
+TB_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t n)
+{
+	return sendfile(out, in, off, n);
+}
+#endif
 
 /*
  * The buffer that holds what a receive moved, for the framing: none under MSG_TRUNC. On

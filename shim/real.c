@@ -108,6 +108,8 @@ ENTRY(int, recvmmsg, (int fd, struct mmsghdr *v, unsigned int n, tb_mmsg_flags f
 		     struct timespec *t), (fd, v, n, f, t), syscall(SYS_recvmmsg, fd, v, n, f, t))
 ENTRY(int, sendmmsg, (int fd, struct mmsghdr *v, unsigned int n, tb_mmsg_flags f),
       (fd, v, n, f), syscall(SYS_sendmmsg, fd, v, n, f))
+ENTRY(ssize_t, sendfile, (int out, int in, off_t *o, size_t n), (out, in, o, n),
+      syscall(SYS_sendfile, out, in, o, n))
 ENTRY(int, poll, (struct pollfd *p, nfds_t n, int t), (p, n, t), sys_poll(p, n, t))
 ENTRY(int, ppoll, (struct pollfd *p, nfds_t n, const struct timespec *t, const sigset_t *s),
       (p, n, t, s), syscall(SYS_ppoll, p, n, t, s, _NSIG / 8))
@@ -232,7 +234,7 @@ struct tb_real tb_real = {
 	.read = boot_read, .write = boot_write, .readv = boot_readv, .writev = boot_writev,
 	.recv = boot_recv, .send = boot_send, .recvfrom = boot_recvfrom,
 	.sendto = boot_sendto, .recvmsg = boot_recvmsg, .sendmsg = boot_sendmsg,
-	.recvmmsg = boot_recvmmsg, .sendmmsg = boot_sendmmsg,
+	.recvmmsg = boot_recvmmsg, .sendmmsg = boot_sendmmsg, .sendfile = boot_sendfile,
 	.poll = boot_poll, .ppoll = boot_ppoll, .select = boot_select,
 	.pselect = boot_pselect, .connect = boot_connect, .socket = boot_socket,
 	.accept = boot_accept, .accept4 = boot_accept4, .getsockopt = boot_getsockopt,
@@ -409,6 +411,7 @@ static TB_BINDER void bind_all(void)
 	BIND(sendmsg);
 	BIND(recvmmsg);
 	BIND(sendmmsg);
+	BIND(sendfile);
 	BIND(poll);
 	BIND(ppoll);
 	BIND(select);

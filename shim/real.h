@@ -51,6 +51,7 @@ struct tb_real {
 	ssize_t (*sendmsg)(int, const struct msghdr *, int);
 	int (*recvmmsg)(int, struct mmsghdr *, unsigned int, tb_mmsg_flags, struct timespec *);
 	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, tb_mmsg_flags);
+	ssize_t (*sendfile)(int, int, off_t *, size_t);
 	int (*poll)(struct pollfd *, nfds_t, int);
 	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
 	int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
