@@ -6,7 +6,7 @@ import lib
 
 HOOKS = {
     "read", "write", "readv", "writev", "recv", "send", "recvfrom", "sendto", "recvmsg",
-    "sendmsg", "recvmmsg", "sendmmsg", "poll", "ppoll", "select", "pselect", "connect",
+    "sendmsg", "recvmmsg", "sendmmsg", "sendfile", "sendfile64", "poll", "ppoll", "select", "pselect", "connect",
     "socket", "accept",
     "accept4", "getsockopt", "close", "close_range", "closefrom", "dup", "dup2", "dup3", "fcntl",
     "fcntl64", "ioctl", "fclose", "freopen", "freopen64", "__read_chk", "__recv_chk",
