@@ -93,6 +93,91 @@ CLIENTS = {
 }
 
 
+# The body by sendfile(2) (Python's socket.sendfile on a blocking socket: os.sendfile, which
+# the interpreter imports as sendfile64), the head by sendall.
+SENDFILE_CLIENT = (
+    "import os, socket, sys\n"
+    "f = open(sys.argv[2], 'rb'); n = os.fstat(f.fileno()).st_size\n"
+    "s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n"
+    "s.sendall(b'POST / HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: %d\\r\\n\\r\\n' % n)\n"
+    "try:\n"
+    "    s.sendfile(f)\n"
+    "except OSError as e:\n"
+    "    sys.exit('sendfile: errno %d' % e.errno)\n"
+    "sys.stdout.write(s.recv(4096).decode().split('\\r\\n\\r\\n', 1)[1])\n")
+
+
+class StalledUploadServer:
+    """Accepts and never reads: an upload fills the buffers and stalls."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                self.conns.append(self.sock.accept()[0])
+            except OSError:
+                return
+
+    def close(self):
+        self.sock.close()
+        for c in self.conns:
+            c.close()
+
+
+def body_file(size):
+    fd, path = tempfile.mkstemp(prefix="tb-upload-")
+    os.write(fd, os.urandom(size))
+    os.close(fd)
+    return path
+
+
+def test_python_sendfile_upload_to_a_slow_reader_as_native():
+    """A body sent by sendfile to the slow reader: progress the hooks cannot see inside the
+    call is the peer's acknowledgements, so the upload is not cut, as a send's is not."""
+    srv = SlowUploadServer()
+    path = body_file(BODY)
+    cmd = ["python3", "-c", SENDFILE_CLIENT, str(srv.port), path]
+    try:
+        lib.require_runs_with_sanitizer(["python3", "--version"])
+        native = lib.run(cmd, env=lib.native_env(), timeout=30)
+        assert native.returncode == 0 and native.stdout == "ok", native
+        governed = lib.run(cmd, env=lib.preload_env(SETTINGS), timeout=30)
+        assert governed.returncode == 0 and governed.stdout == "ok", governed
+        assert lib.tb_lines(governed.stderr) == [], governed
+    finally:
+        srv.close()
+        os.unlink(path)
+
+
+def test_python_sendfile_to_a_stalled_reader_is_cut():
+    """A body sent by sendfile to a server that stopped reading: natively the upload waits
+    for ever (stopped here after 3 s); under timebox it fails with ETIMEDOUT once the send
+    has made no progress for write_timeout (300 ms), with one write-phase line."""
+    srv = StalledUploadServer()
+    path = body_file(32 << 20)
+    cmd = ["python3", "-c", SENDFILE_CLIENT, str(srv.port), path]
+    try:
+        lib.require_runs_with_sanitizer(["python3", "--version"])
+        native = lib.run(cmd, env=lib.native_env(), timeout=3)
+        assert native.timed_out, native
+        governed = lib.run(cmd, env=lib.preload_env(SETTINGS), timeout=30)
+        assert not governed.timed_out and governed.returncode == 1, governed
+        assert "sendfile: errno 110" in governed.stderr, governed
+        assert governed.elapsed_ms >= 300, governed
+        assert len(lib.tb_records(governed.stderr, event="timeout", phase="write")) == 1, \
+            governed
+    finally:
+        srv.close()
+        os.unlink(path)
+
+
 def check_upload(name):
     if shutil.which(name) is None:
         lib.skip("%s is not installed (tests/deps.sh installs it)" % name)
