@@ -171,8 +171,10 @@ def test_python_sendfile_to_a_stalled_reader_is_cut():
         assert not governed.timed_out and governed.returncode == 1, governed
         assert "sendfile: errno 110" in governed.stderr, governed
         assert governed.elapsed_ms >= 300, governed
-        assert len(lib.tb_records(governed.stderr, event="timeout", phase="write")) == 1, \
-            governed
+        cuts = lib.tb_records(governed.stderr, event="timeout", phase="write")
+        assert len(cuts) == 1, governed
+        # The stall the line reports lasted the limit at least: never cut early.
+        assert int(cuts[0]["elapsed_ms"]) >= 300, governed
     finally:
         srv.close()
         os.unlink(path)
