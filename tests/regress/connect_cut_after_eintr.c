@@ -47,16 +47,6 @@ static void on_alarm(int sig)
 	(void)sig; /* interrupts the blocking connect: EINTR */
 }
 
-static void on_guard(int sig)
-{
-	static const char m[] = "FAIL: the retried connect still blocked 5 s after its cut\n";
-
-	(void)sig;
-	if (write(2, m, sizeof(m) - 1) < 0)
-		_exit(1);
-	_exit(1);
-}
-
 int main(int argc, char **argv)
 {
 	struct sockaddr_in a;
@@ -83,9 +73,7 @@ int main(int argc, char **argv)
 	TBR_CHECK(r < 0 && err == EINTR, "the first connect gave %d (%s), not EINTR", r,
 		  strerror(err));
 	printf("first connect: EINTR after %.0f ms\n", tbt_now_ms() - t0);
-	sa.sa_handler = on_guard; /* the test's own bound on the retry */
-	sigaction(SIGALRM, &sa, NULL);
-	alarm(5);
+	tbr_hang_guard(5, "the retried connect still blocked 5 s after its cut"); /* the retry's bound */
 	r = connect(fd, (struct sockaddr *)&a, sizeof(a)); /* the retry */
 	err = errno;
 	printf("retried connect: %s after %.0f ms\n", r < 0 ? strerror(err) : "ok",

@@ -14,15 +14,6 @@
 
 #include "regress.h"
 
-static void hung(int sig)
-{
-	static const char msg[] = "FAIL: epoll_wait still waiting after 3 s: never cut\n";
-
-	(void)sig;
-	(void)!write(2, msg, sizeof(msg) - 1);
-	_exit(1);
-}
-
 int main(int argc, char **argv)
 {
 	struct epoll_event ev = { .events = EPOLLIN }, out;
@@ -44,8 +35,7 @@ int main(int argc, char **argv)
 	TBR_CHECK(ep >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0, "epoll: %s",
 		  strerror(errno));
 	/* The runner's time limit ends a hang; a 3 s alarm says so sooner and clearly. */
-	signal(SIGALRM, hung);
-	alarm(3);
+	tbr_hang_guard(3, "epoll_wait still waiting after 3 s: never cut");
 	t0 = tbt_now_ms();
 	n = epoll_wait(ep, &out, 1, -1);
 	t = tbt_now_ms() - t0;

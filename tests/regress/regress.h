@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -137,6 +138,38 @@ static inline int tbr_connect(int port)
 	TBR_CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "connect: %s",
 		  strerror(errno));
 	return fd;
+}
+
+/*
+ * The story's own bound on a call that must return: if the process is still running `secs`
+ * seconds from now, SIGALRM writes "FAIL: <why>" to stderr and ends it with status 1 (a
+ * hang is a failure, never a wait for the test runner's timeout). alarm(0) cancels it. It
+ * replaces SIGALRM's action; `why` must outlive the guard (a literal).
+ */
+static const char *tbr_hang_why;
+
+static inline void tbr_hang_fired(int sig)
+{
+	static const char head[] = "FAIL: ";
+	const char *why = tbr_hang_why;
+
+	(void)sig;
+	(void)!write(2, head, sizeof(head) - 1);
+	(void)!write(2, why, strlen(why));
+	(void)!write(2, "\n", 1);
+	_exit(1);
+}
+
+static inline void tbr_hang_guard(unsigned secs, const char *why)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = tbr_hang_fired;
+	sigemptyset(&sa.sa_mask);
+	tbr_hang_why = why;
+	sigaction(SIGALRM, &sa, NULL);
+	alarm(secs);
 }
 
 /* True once thread tid of this process sleeps (state S in /proc): blocked in a call. */

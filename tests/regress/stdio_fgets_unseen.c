@@ -12,15 +12,6 @@
 
 #include "regress.h"
 
-static void hung(int sig)
-{
-	static const char msg[] = "FAIL: fgets on the stalled socket never returned\n";
-
-	(void)sig;
-	(void)!write(2, msg, sizeof(msg) - 1);
-	_exit(1);
-}
-
 int main(int argc, char **argv)
 {
 	char line[128];
@@ -31,8 +22,7 @@ int main(int argc, char **argv)
 
 	(void)argc;
 	tbr_preload_self(argv, "TIMEBOX_READ_TIMEOUT=400ms", NULL);
-	signal(SIGALRM, hung);
-	alarm(8);
+	tbr_hang_guard(8, "fgets on the stalled socket never returned");
 	lfd = tbr_listen(&port);
 	fd = tbr_connect(port);
 	peer = accept(lfd, NULL, NULL);

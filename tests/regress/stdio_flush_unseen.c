@@ -11,15 +11,6 @@
 
 #include "regress.h"
 
-static void hung(int sig)
-{
-	static const char msg[] = "FAIL: the flush to a peer that never reads never returned\n";
-
-	(void)sig;
-	(void)!write(2, msg, sizeof(msg) - 1);
-	_exit(1);
-}
-
 int main(int argc, char **argv)
 {
 	static char chunk[65536];
@@ -30,8 +21,7 @@ int main(int argc, char **argv)
 	(void)argc;
 	tbr_preload_self(argv, "TIMEBOX_WRITE_TIMEOUT=400ms", NULL);
 	signal(SIGPIPE, SIG_IGN);
-	signal(SIGALRM, hung);
-	alarm(15);
+	tbr_hang_guard(15, "the flush to a peer that never reads never returned");
 	lfd = tbr_listen(&port);
 	fd = tbr_connect(port);
 	peer = accept(lfd, NULL, NULL);

@@ -19,15 +19,6 @@
 
 extern char **environ;
 
-static void backstop(int sig)
-{
-	static const char msg[] = "FAIL: the read was never cut (blocked 5 s)\n";
-
-	(void)sig;
-	(void)!write(2, msg, sizeof(msg) - 1);
-	_exit(1);
-}
-
 /* A second connect to the same destination: the gate (one slot) is held by the first. */
 static void check_gate_full(int port)
 {
@@ -53,8 +44,7 @@ static void check_read_cut(int fd)
 	double t0 = tbt_now_ms(), took;
 	ssize_t r;
 
-	signal(SIGALRM, backstop);
-	alarm(5);
+	tbr_hang_guard(5, "the read was never cut (blocked 5 s)");
 	r = read(fd, &c, 1);
 	alarm(0);
 	took = tbt_now_ms() - t0;
