@@ -11,11 +11,10 @@
 #include "futex.h"
 #include "thread.h"
 
-/* The creator's word that the new thread runs its function (see tb_service_start). */
+/* What a new thread runs, and its name (see tb_service_start). */
 struct launch {
 	void *(*fn)(void *);
 	const char *name;
-	atomic_uint running;
 };
 
 /* Threads created whose start-up is not over (they have not run fn yet): a fork waits for
@@ -31,14 +30,10 @@ static void *trampoline(void *arg)
 	struct launch *l = arg;
 	void *(*fn)(void *) = l->fn;
 
-	/* Named by itself, before the creator returns: one prctl on this thread's own time.
-	 * Named by the creator (pthread_setname_np on another thread), it was an open, a write
-	 * and a close of /proc/self/task/<tid>/comm inside the program's first connect. */
+	/* Named by itself: one prctl on this thread's own time. Named by the creator
+	 * (pthread_setname_np on another thread), it was an open, a write and a close of
+	 * /proc/self/task/<tid>/comm inside the program's first connect. */
 	prctl(PR_SET_NAME, l->name);
-	/* The creator may return as soon as it sees the store. A wake that comes after it is a
-	 * spurious one, which every futex waiter allows for. */
-	atomic_store_explicit(&l->running, 1, memory_order_release);
-	tb_futex_wake_one(&l->running, false);
 	if (atomic_fetch_sub(&starting, 1) == 1)
 		tb_futex_wake_all(&starting, false);
 	tb_thread_service = true; /* created with every signal blocked (tb_service_start) */
@@ -59,22 +54,22 @@ static int start(pthread_t *tid, struct launch *l, size_t stack)
 	return rc;
 }
 
-/* Launch records, static: a creator that stops waiting leaves its record to the thread. */
+/* Launch records, static: the creator returns without waiting for the thread to read its
+ * record. A process starts two threads (a fork waits until they are past their start-up,
+ * record read), so a record is never reused before its thread has read it. */
 #define LAUNCH_SLOTS 8
 static struct launch launches[LAUNCH_SLOTS];
 static atomic_uint launch_next;
 
-bool tb_service_start(void *(*fn)(void *), size_t stack, const char *name, bool wait)
+bool tb_service_start(void *(*fn)(void *), size_t stack, const char *name)
 {
 	struct launch *l = &launches[atomic_fetch_add(&launch_next, 1) % LAUNCH_SLOTS];
 	pthread_t tid;
 	sigset_t all, old;
-	int64_t until;
 	int rc;
 
 	l->fn = fn;
-	l->name = name; /* a literal: the thread may read it after its creator gave up waiting */
-	atomic_store(&l->running, 0);
+	l->name = name; /* a literal: the thread reads it after its creator returned */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_mutex_lock(&launch_lock);
@@ -85,15 +80,6 @@ bool tb_service_start(void *(*fn)(void *), size_t stack, const char *name, bool 
 	if (rc != 0 && atomic_fetch_sub(&starting, 1) == 1)
 		tb_futex_wake_all(&starting, false);
 	pthread_mutex_unlock(&launch_lock);
-	if (rc == 0 && wait) {
-		/* Until the thread runs fn, named. Bounded (100 ms): in a fork child a thread's
-		 * start-up may itself wait for ever on a lock the fork copied held; the caller
-		 * must not. */
-		until = tb_now() + 100 * TB_NS_PER_MS;
-		while (atomic_load_explicit(&l->running, memory_order_acquire) == 0 &&
-		       tb_now() < until)
-			tb_futex_wait_until(&l->running, 0, until, false);
-	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return rc == 0;
 }

@@ -407,7 +407,7 @@ void tb_stats_thread_start(void)
 	if (atomic_load(&thread_state) != THREAD_WANTED ||
 	    !atomic_compare_exchange_strong(&thread_state, &st, THREAD_STARTED))
 		return;
-	if (!tb_service_start(stats_main, 256 * 1024, "timebox-stats", false))
+	if (!tb_service_start(stats_main, 256 * 1024, "timebox-stats"))
 		tb_log_error("event=error what=stats_thread error=\"cannot start the stats thread; "
 			     "gauges and the stats file are not updated\"");
 }

@@ -447,7 +447,7 @@ void tb_wd_start(void)
 	pthread_mutex_lock(&wd.start_lock);
 	if (atomic_load(&wd.started))
 		goto out;
-	if (tb_service_start(wd_main, 64 * 1024, "timebox-wd", true))
+	if (tb_service_start(wd_main, 64 * 1024, "timebox-wd"))
 		atomic_store(&wd.started, 1);
 	else
 		tb_log_error("event=error what=watchdog_thread "

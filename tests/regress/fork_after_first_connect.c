@@ -15,8 +15,9 @@
  * answers, send, fork at once; the child's read must be cut at the read timeout (300 ms),
  * and the child must exit within 5 s.
  *
- * The fix: tb_service_start returns only once the new thread runs its function, its
- * start-up over.
+ * The fix: a fork waits (100 ms at most) until every thread timebox started is past its
+ * start-up (tb_service_fork_prepare, shim/service.c); first the creator itself waited,
+ * which cost every process's first connect that wait, forking or not.
  */
 #include <signal.h>
 #include <sys/wait.h>
