@@ -9,7 +9,11 @@ storm, adaptive.
 Every comparison
 is measured in one run, its variants interleaved (A B C, C B A, ...); a cell is the median
 of the repetitions with their min-max. Targets are printed PASS or MISS and never change
-the exit status, which is non-zero only when a workload failed to produce numbers.
+the exit status, which is non-zero only when a workload failed to produce numbers. A MISS
+carries the load average when it was judged and the share of the CPUs' time that work
+other than the run's took during its workload (/proc/stat less the run's own processes):
+the load average counts the run's own threads, so only the second tells a busy machine
+from a slow timebox.
 
 The full run writes docs/benchmarks.md and docs/bench-latency.svg, and the numbers as
 build/bench/results.json; --quick (seconds: it checks that the harness works, its numbers
@@ -289,11 +293,65 @@ class Report:
 
     def target(self, label, ok, detail):
         """A MISS carries the load average when it was judged: on a shared machine, a miss
-        at load 2 says the CPUs were busy, at load 0.1 that timebox is slow."""
+        at load 2 says the CPUs were busy, at load 0.1 that timebox is slow. The load
+        average counts the run's own threads too; workload_done adds what other work took."""
         if not ok:
             detail = "%s (load average %.2f)" % (detail, os.getloadavg()[0])
         self.targets.append((label, ok, detail))
         say("%s  %s: %s" % ("PASS" if ok else "MISS", label, detail))
+
+    def workload_done(self, first_target, others):
+        """The targets judged since index first_target belong to a workload during which
+        other work (not this run's processes) took `others` of the machine's CPU time
+        (a share, None where /proc/stat could not say): each MISS among them says so."""
+        if others is None:
+            return
+        for i in range(first_target, len(self.targets)):
+            label, ok, detail = self.targets[i]
+            if not ok:
+                self.targets[i] = (label, ok, "%s; other work took %.0f %% of the CPUs "
+                                   "during the workload" % (detail[:-1] if detail.endswith(")")
+                                                            else detail, others * 100) +
+                                   (")" if detail.endswith(")") else ""))
+
+
+def machine_busy():
+    """CPU seconds the machine's CPUs spent busy since boot, all of them together
+    (/proc/stat: user, nice, system, irq, softirq and steal - the time a hypervisor gave to
+    other guests), or None where /proc/stat cannot be read."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    if len(v) < 7:
+        return None
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + (v[7] if len(v) > 7 else 0)) / \
+        os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu():
+    """CPU seconds of this run: this process and every child it has waited for (the
+    programs measured, the servers stopped at the end of their workload)."""
+    s = resource.getrusage(resource.RUSAGE_SELF)
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+class OtherWork:
+    """The share of the machine's CPU time that work other than this run took between
+    start and share(): what made a throughput or a precision row noisy, which the load
+    average (it counts the run's own threads) cannot tell apart."""
+
+    def __init__(self):
+        self.busy, self.own, self.t = machine_busy(), own_cpu(), time.monotonic()
+
+    def share(self):
+        busy = machine_busy()
+        wall = (time.monotonic() - self.t) * (os.cpu_count() or 1)
+        if busy is None or self.busy is None or wall <= 0:
+            return None
+        return min(1.0, max(0.0, (busy - self.busy) - (own_cpu() - self.own)) / wall)
 
 
 def table(head, rows):
@@ -1241,9 +1299,13 @@ def write_markdown(path, rep, mach, svg_name, elapsed):
              (" QUICK=1" if rep.quick else ""), "",
              "Machine: %d CPUs, %s, Linux %s. HAProxy %s. timebox at commit %s. Run on %s, "
              "%.0f s; load average %.1f before, %.1f after (anything above ~0.5 means other "
-             "work shared the CPUs and widened the ranges)." %
+             "work shared the CPUs and widened the ranges); %s." %
              (mach["nproc"], mach["cpu"], mach["kernel"], mach["haproxy"], mach["commit"],
-              mach["date"], elapsed, mach["loadavg_start"], mach["loadavg_end"]), "",
+              mach["date"], elapsed, mach["loadavg_start"], mach["loadavg_end"],
+              "work other than this run's took %.0f %% of the CPUs' time during it (from "
+              "/proc/stat, less the run's own processes; a MISS names its workload's share)"
+              % (mach["other_work"] * 100) if mach.get("other_work") is not None else
+              "what other work took could not be measured (no /proc/stat)"), "",
              "Each cell is the median of the repetitions, min–max in parentheses. The "
              "variants of a comparison ran in one run, interleaved. Client, server and "
              "sidecar share the machine's CPUs. timebox runs with every limit armed "
@@ -1310,18 +1372,27 @@ def main():
                                                      mach["nproc"], mach["cpu"],
                                                      mach["kernel"]))
     start = time.monotonic()
+    whole = OtherWork()
     failed = []
+    rep.results["other_work"] = {}
     for name in only:
         t0 = time.monotonic()
+        other, first_target = OtherWork(), len(rep.targets)
         try:
             globals()["bench_" + name](rep, cfg)
         except Exception as e:  # one broken workload must not hide the others' numbers
             failed.append(name)
             rep.section(name, "FAILED: %s" % e)
             rep.target("%s produced numbers" % name, False, str(e).splitlines()[0])
-        say("(%s: %.1f s)" % (name, time.monotonic() - t0))
+        share = other.share()
+        rep.workload_done(first_target, share)
+        rep.results["other_work"][name] = share if share is not None else -1.0
+        say("(%s: %.1f s%s)" % (name, time.monotonic() - t0,
+                                "" if share is None else
+                                ", other work %.0f %% of the CPUs" % (share * 100)))
     elapsed = time.monotonic() - start
     mach["loadavg_end"] = os.getloadavg()[0]
+    mach["other_work"] = whole.share()
 
     svg_name = "bench-latency.svg"
     write_svg(os.path.join(out, svg_name), rep.results)
