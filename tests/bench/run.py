@@ -11,9 +11,11 @@ is measured in one run, its variants interleaved (A B C, C B A, ...); a cell is 
 of the repetitions with their min-max. Targets are printed PASS or MISS and never change
 the exit status, which is non-zero only when a workload failed to produce numbers. A MISS
 carries the load average when it was judged and the share of the CPUs' time that work
-other than the run's took during its workload (/proc/stat less the run's own processes):
-the load average counts the run's own threads, so only the second tells a busy machine
-from a slow timebox.
+other than the run's took during its workload (/proc/stat less the run's own processes,
+steal included): the load average counts the run's own threads. Neither sees a neighbour
+sharing the physical cores of a virtual machine, which slows every instruction: a MISS at
+0 % other work on a shared host is still not a quiet machine, and the runs' spread (each
+cell's min-max) says how noisy it was.
 
 The full run writes docs/benchmarks.md and docs/bench-latency.svg, and the numbers as
 build/bench/results.json; --quick (seconds: it checks that the harness works, its numbers
@@ -340,8 +342,9 @@ def own_cpu():
 
 class OtherWork:
     """The share of the machine's CPU time that work other than this run took between
-    start and share(): what made a throughput or a precision row noisy, which the load
-    average (it counts the run's own threads) cannot tell apart."""
+    start and share(): other processes, and steal where the hypervisor reports it - what
+    the load average (it counts the run's own threads) cannot tell apart. A neighbour on
+    the same physical cores does not show here."""
 
     def __init__(self):
         self.busy, self.own, self.t = machine_busy(), own_cpu(), time.monotonic()
@@ -389,6 +392,7 @@ def bench_exchange(rep, cfg):
                 s = {m: summary([r[m] for r in rs])
                      for m in ("xps", "p50_us", "p99_us", "cpu_us", "sidecar_cpu_us")}
                 res[key][variant] = s
+                s["xps_runs"] = [r["xps"] for r in rs]  # in the order they ran
                 rows.append(["%d" % conns, variant, cell(s["xps"]), cell(s["p50_us"]),
                              cell(s["p99_us"]), cell(s["cpu_us"]),
                              fmt(s["sidecar_cpu_us"]["median"]) if variant == "haproxy"
@@ -1303,7 +1307,9 @@ def write_markdown(path, rep, mach, svg_name, elapsed):
              (mach["nproc"], mach["cpu"], mach["kernel"], mach["haproxy"], mach["commit"],
               mach["date"], elapsed, mach["loadavg_start"], mach["loadavg_end"],
               "work other than this run's took %.0f %% of the CPUs' time during it (from "
-              "/proc/stat, less the run's own processes; a MISS names its workload's share)"
+              "/proc/stat, less the run's own processes, steal included; a MISS names its "
+              "workload's share; a neighbour sharing the physical cores does not show, the "
+              "ranges do)"
               % (mach["other_work"] * 100) if mach.get("other_work") is not None else
               "what other work took could not be measured (no /proc/stat)"), "",
              "Each cell is the median of the repetitions, min–max in parentheses. The "
