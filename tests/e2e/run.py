@@ -7,7 +7,9 @@ usage: run.py [-j N] [FILTER...]     run the tests whose name contains any FILTE
        run.py --one MODULE:FUNC      run one test in this process (what the runner spawns)
 
 A test's time limit is 60 s unless its module's TIMEOUT dict ({"test_x": 120}) or the
-lib.timeout(seconds) decorator says otherwise. A test skips only by calling
+lib.timeout(seconds) decorator says otherwise. With -j N, the tests a module names in its
+ALONE set ({"test_x"}: they compare throughputs or latencies, and another test's CPU would
+decide them) run after the others, one at a time. A test skips only by calling
 lib.skip(reason); it is then reported as SKIP with that reason, never as PASS.
 """
 
@@ -33,9 +35,10 @@ SKIP_MARK = "TB-SKIP-REASON: "
 
 
 class Test:
-    def __init__(self, name, limit):
+    def __init__(self, name, limit, alone=False):
         self.name = name      # "module:function"
         self.limit = limit
+        self.alone = alone    # never beside another test (the module's ALONE)
 
 
 def discover(filters):
@@ -53,6 +56,7 @@ def discover(filters):
                 broken.append((modname + ":<import>", traceback.format_exc()))
             continue
         limits = getattr(module, "TIMEOUT", {})
+        alone = getattr(module, "ALONE", set())
         for attr, func in vars(module).items():
             if not (attr.startswith("test_") and callable(func)):
                 continue
@@ -62,7 +66,8 @@ def discover(filters):
             if filters and not any(f in name for f in filters):
                 continue
             limit = limits.get(attr, getattr(func, "tb_timeout", DEFAULT_TIMEOUT))
-            tests.append((func.__code__.co_firstlineno, modname, Test(name, limit)))
+            tests.append((func.__code__.co_firstlineno, modname,
+                          Test(name, limit, attr in alone)))
     tests.sort(key=lambda t: (t[1], t[0]))
     return [t[2] for t in tests], broken
 
@@ -168,9 +173,12 @@ def main():
             show(test, *spawn(test))
     else:
         with concurrent.futures.ThreadPoolExecutor(max_workers=args.j) as pool:
-            futures = {pool.submit(spawn, t): t for t in tests}
+            futures = {pool.submit(spawn, t): t for t in tests if not t.alone}
             for fut in concurrent.futures.as_completed(futures):
                 show(futures[fut], *fut.result())
+        for test in tests:
+            if test.alone:
+                show(test, *spawn(test))
     print("\n%d passed, %d failed, %d skipped (%.1f s)"
           % (counts["PASS"], counts["FAIL"], counts["SKIP"], time.monotonic() - start))
     return 1 if counts["FAIL"] else 0

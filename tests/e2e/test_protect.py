@@ -13,6 +13,11 @@ import storm
 
 lib.scrub_timebox_env()
 
+# Closed-loop columns compared by throughput and latency: a test beside them taking CPU
+# (a sanitized build's caller is CPU-bound already) decided the comparison (the adaptive
+# gate saw the caller's own queueing as the downstream's latency).
+ALONE = {"test_adaptive_gate_settles_near_the_downstreams_concurrency",
+         "test_adaptive_gate_does_not_throttle_a_healthy_downstream"}
 TIMEOUT = {"test_storm_three_columns": 90, "test_retry_budget_caps_the_load": 60,
            "test_adaptive_gate_settles_near_the_downstreams_concurrency": 90,
            "test_adaptive_gate_does_not_throttle_a_healthy_downstream": 70,
