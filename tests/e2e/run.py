@@ -9,7 +9,8 @@ usage: run.py [-j N] [FILTER...]     run the tests whose name contains any FILTE
 A test's time limit is 60 s unless its module's TIMEOUT dict ({"test_x": 120}) or the
 lib.timeout(seconds) decorator says otherwise. With -j N, the tests a module names in its
 ALONE set ({"test_x"}: they compare throughputs or latencies, and another test's CPU would
-decide them) run after the others, one at a time. A test skips only by calling
+decide them) run after the others, one at a time. A name in TIMEOUT or ALONE that names no
+test fails its module (a renamed test must not lose its limit or its solitude). A test skips only by calling
 lib.skip(reason); it is then reported as SKIP with that reason, never as PASS.
 """
 
@@ -41,6 +42,12 @@ class Test:
         self.alone = alone    # never beside another test (the module's ALONE)
 
 
+def wanted(modname, filters):
+    """Whether a broken module is reported: no filter, or one naming this module (the part of
+    a "module:function" filter before the colon)."""
+    return not filters or any(f.partition(":")[0] in modname for f in filters)
+
+
 def discover(filters):
     """Returns (tests, broken): the selected tests in file order, and the modules that
     failed to import as (name, traceback) pairs."""
@@ -52,11 +59,20 @@ def discover(filters):
         try:
             module = importlib.import_module(modname)
         except Exception:
-            if not filters or any(f in modname for f in filters):
+            if wanted(modname, filters):
                 broken.append((modname + ":<import>", traceback.format_exc()))
             continue
         limits = getattr(module, "TIMEOUT", {})
         alone = getattr(module, "ALONE", set())
+        # A name in TIMEOUT or ALONE that names no test (a test renamed, a typo) would
+        # silently lose its limit or its solitude: the module is broken until it is fixed.
+        unknown = sorted(n for n in set(limits) | set(alone)
+                         if not callable(getattr(module, n, None)) or not n.startswith("test_"))
+        if unknown:
+            if wanted(modname, filters):
+                broken.append((modname + ":<names>", "TIMEOUT or ALONE names no test: %s\n"
+                               % ", ".join(unknown)))
+            continue
         for attr, func in vars(module).items():
             if not (attr.startswith("test_") and callable(func)):
                 continue
