@@ -27,21 +27,34 @@ static atomic_flag free_lock = ATOMIC_FLAG_INIT;
  */
 static __thread unsigned held __attribute__((tls_model("initial-exec")));
 
+/* A lock counts this much in `held`, a reference 1: tb_epset_forget_fd tells them apart. */
+#define HELD_LOCK 0x10000u
+
+static void hold_n(unsigned n)
+{
+	held += n;
+	atomic_signal_fence(memory_order_seq_cst);
+}
+
+static void unhold_n(unsigned n)
+{
+	atomic_signal_fence(memory_order_seq_cst);
+	held -= n;
+}
+
 static void hold(void)
 {
-	held++;
-	atomic_signal_fence(memory_order_seq_cst);
+	hold_n(1);
 }
 
 static void unhold(void)
 {
-	atomic_signal_fence(memory_order_seq_cst);
-	held--;
+	unhold_n(1);
 }
 
 static void spin_lock(atomic_flag *l)
 {
-	hold();
+	hold_n(HELD_LOCK);
 	while (atomic_flag_test_and_set_explicit(l, memory_order_acquire))
 		sched_yield();
 }
@@ -49,7 +62,7 @@ static void spin_lock(atomic_flag *l)
 static void spin_unlock(atomic_flag *l)
 {
 	atomic_flag_clear_explicit(l, memory_order_release);
-	unhold();
+	unhold_n(HELD_LOCK);
 }
 
 int tb_epset_init(int cap)
@@ -487,6 +500,12 @@ void tb_epset_forget_fd(int fd)
 {
 	int hi = atomic_load(&ep_hiwater);
 
+	/* A close in a signal handler that interrupted this very thread under a lock of the
+	 * sets (an epoll_ctl's; close is async-signal-safe) would spin on a lock its own
+	 * thread holds, for good (regress/epoll_close_in_handler). Its entries stay, as
+	 * a close_range's do: the tag tells a reused number apart. */
+	if (held >= HELD_LOCK)
+		return;
 	for (int epfd = 0; epfd <= hi; epfd++) {
 		struct tb_epset *s = tb_epset_get(epfd);
 

@@ -40,6 +40,7 @@ struct epwait {
 	int n;
 	bool waits;        /* the call may block: mark */
 	bool entered;      /* a group is open in the thread's record of waits (waits.h) */
+	bool full;         /* EPSET_MAX kept: the scan may have stopped short */
 	unsigned base;
 	uintptr_t sp;
 	int64_t now;
@@ -143,7 +144,29 @@ static bool take(void *ctx, int fd, uint32_t events, uint64_t tag, uint64_t data
 		mark_side(ws, k, TB_RD);
 	if (ws->waits && wr)
 		mark_side(ws, k, TB_WR);
-	return ws->n < EPSET_MAX;
+	ws->full = ws->n == EPSET_MAX;
+	return !ws->full;
+}
+
+/* The results of a call, for disarming the one-shots past those kept (finish). */
+struct fired {
+	struct tb_epset *set;
+	const struct epoll_event *ev;
+	int r;
+};
+
+static bool disarm_fired(void *ctx, int fd, uint32_t events, uint64_t tag, uint64_t data)
+{
+	const struct fired *f = ctx;
+
+	if (!(events & EPOLLONESHOT))
+		return true;
+	for (int i = 0; i < f->r; i++)
+		if (f->ev[i].data.u64 == data) {
+			tb_epset_disarm(f->set, fd, tag);
+			break;
+		}
+	return true;
 }
 
 /* The event the call returned for e[k], matched by the program's epoll_data (what it
@@ -192,11 +215,20 @@ static void finish(struct epwait *ws, struct tb_epset *set, const struct epoll_e
 		if (ws->e[k].connecting && (got->events & (EPOLLOUT | EPOLLIN)) &&
 		    !(got->events & (EPOLLERR | EPOLLHUP)) && tb_fd_sock(ws->e[k].fd) == s)
 			tb_xfer_confirm_open(s, ws->e[k].fd);
-		if (ws->e[k].events & EPOLLONESHOT)
+		if ((ws->e[k].events & EPOLLONESHOT) && set != NULL)
 			tb_epset_disarm(set, ws->e[k].fd, ws->e[k].tag);
 	}
 	if (ws->entered)
 		tb_waits_leave(ws->base, (unsigned)added);
+	/* One-shots the scan did not reach fired too: taken for armed, they were marked in
+	 * every later wait while the kernel watched nothing for them, and their idle
+	 * connections cut (regress/epoll_oneshot_past_64). */
+	if (ws->full && r > 0 && set != NULL &&
+	    atomic_load_explicit(&set->oneshots, memory_order_relaxed) != 0) {
+		struct fired f = { set, ev, r };
+
+		tb_epset_scan(set, disarm_fired, &f);
+	}
 }
 
 enum wait_kind { W_WAIT, W_PWAIT, W_PWAIT2 };
@@ -282,6 +314,7 @@ static TB_SLOW int wait_governed(struct tb_epset *set, enum wait_kind kind, int 
 	}
 	ws.n = 0;
 	ws.entered = false;
+	ws.full = false;
 	ws.sp = (uintptr_t)__builtin_frame_address(0);
 	ws.first_due = TB_NEVER;
 	tb_epset_scan(set, take, &ws);
@@ -290,10 +323,16 @@ static TB_SLOW int wait_governed(struct tb_epset *set, enum wait_kind kind, int 
 				      ws.first_due < ws.now + SETTLED_NS ? ws.first_due
 									 : ws.now + SETTLED_NS,
 				      memory_order_relaxed);
+	/* No reference held across the call: a handler that leaves it with siglongjmp, or a
+	 * pthread_cancel, would never give it back, and the instance would outlive its close
+	 * (regress/epoll_jump_ref_leak). Taken again after, for the one-shots. */
+	tb_epset_put_ref(set);
 	errno = saved;
 	r = call_real(kind, epfd, ev, maxev, ms, ts, ss);
 	err = r < 0 ? errno : saved;
-	note_load(set, r);
+	set = tb_epset_get(epfd); /* NULL when closed meanwhile: nothing to disarm */
+	if (set != NULL)
+		note_load(set, r);
 	finish(&ws, set, ev, r);
 	tb_epset_put_ref(set);
 	errno = err;

@@ -307,16 +307,20 @@ static int dup_onto(int oldfd, int newfd, int flags, bool is_dup3)
 		return r;
 	}
 	drop(gone);
+	/* An epoll fd dup'ed over is closed: its instance's record goes, as at close (the
+	 * number now names oldfd's file, whose registrations are not known). */
+	if (TB_UNLIKELY(tb_epset_known(newfd)))
+		tb_epset_drop(newfd);
 	if (tb_fd_sock(oldfd) != NULL)
 		duplicate(oldfd, newfd);
 	return r;
 }
 
-/* Neither end is ours: libc alone. */
+/* Neither end is ours, nor newfd an epoll fd with a record: libc alone. */
 static bool untouched(int oldfd, int newfd)
 {
 	return tb_fd_sock(oldfd) == NULL && tb_fd_sock(newfd) == NULL &&
-	       !tb_fd_is_internal(newfd);
+	       !tb_fd_is_internal(newfd) && !tb_epset_known(newfd);
 }
 
 TB_EXPORT int dup2(int oldfd, int newfd)

@@ -2,6 +2,7 @@
  * fscanf, fwrite, fputs, fprintf, fflush...): glibc moves a FILE's bytes with internal read
  * and write calls no hook can see, so a FILE over a governed socket is governed here. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,18 @@ int __vfprintf_chk(FILE *f, int flag, const char *fmt, va_list ap);
 /* ---- reads ---------------------------------------------------------------------------- */
 
 /*
+ * The FILE's lock taken here is released if the thread is cancelled inside (every refill is
+ * a read, a cancellation point), as glibc's _IO_acquire_lock releases its own: a lock left
+ * held by a cancelled reader would hang every later use of the stream, fclose included.
+ * f is NULL when the caller holds the lock itself (the _unlocked forms).
+ */
+static void unlock_on_cancel(void *f)
+{
+	if (f != NULL)
+		funlockfile(f);
+}
+
+/*
  * fgets as glibc's (libio/iofgets.c): n <= 0 gives NULL, n == 1 an empty string (the
  * FORTIFY form, which reads at most min(n-1, size), gives NULL there and aborts when the
  * line fills `size`); a new error gives NULL even after a partial line, an EOF after one
@@ -79,9 +92,11 @@ static TB_SLOW char *governed_fgets(struct tb_sock *s, char *buf, int n, FILE *f
 	}
 	if (locked)
 		flockfile(f);
+	pthread_cleanup_push(unlock_on_cancel, locked ? f : NULL);
 	old_error = f->_flags & _IO_ERR_SEEN;
 	f->_flags &= ~_IO_ERR_SEEN;
 	got = tb_stdio_take(s, f, buf, max, '\n', &end);
+	pthread_cleanup_pop(0);
 	if (got == 0 || end == TB_TAKE_CUT || ((f->_flags & _IO_ERR_SEEN) && errno != EAGAIN))
 		r = NULL;
 	else if (chk && got >= size)
@@ -144,7 +159,9 @@ static TB_SLOW size_t governed_fread(struct tb_sock *s, void *p, size_t size, si
 		return locked ? tb_real.fread(p, size, n, f) : tb_real.fread_unlocked(p, size, n, f);
 	if (locked)
 		flockfile(f);
+	pthread_cleanup_push(unlock_on_cancel, locked ? f : NULL);
 	got = tb_stdio_take(s, f, p, want, -1, &end);
+	pthread_cleanup_pop(0);
 	if (locked)
 		funlockfile(f);
 	return got / size;
@@ -233,7 +250,9 @@ static TB_SLOW int governed_fgetc(struct tb_sock *s, FILE *f)
 	int c;
 
 	flockfile(f);
+	pthread_cleanup_push(unlock_on_cancel, f);
 	c = governed_fgetc_unlocked_body(s, f);
+	pthread_cleanup_pop(0);
 	funlockfile(f);
 	return c;
 }
@@ -295,16 +314,11 @@ TB_EXPORT int __uflow(FILE *f)
  * nothing was read before EOF or an error, else the length (a partial last line too). A
  * cut gives -1 with the error flag set.
  */
-static TB_SLOW ssize_t governed_getdelim(struct tb_sock *s, char **line, size_t *n, int delim,
-					 FILE *f)
+static ssize_t getdelim_locked(struct tb_sock *s, char **line, size_t *n, int delim, FILE *f)
 {
 	size_t len = 0, got;
 	enum tb_take_end end = TB_TAKE_FULL;
-	ssize_t r = -1;
 
-	if (line == NULL || n == NULL)
-		return tb_real.getdelim(line, n, delim, f); /* EINVAL, libc's own way */
-	flockfile(f);
 	while (end == TB_TAKE_FULL) {
 		if (*line == NULL || *n < len + 2) {
 			size_t want = *line == NULL || *n < 120 ? 120 : *n * 2;
@@ -313,7 +327,7 @@ static TB_SLOW ssize_t governed_getdelim(struct tb_sock *s, char **line, size_t 
 			if (grown == NULL) {
 				f->_flags |= _IO_ERR_SEEN;
 				errno = ENOMEM;
-				goto out;
+				return -1;
 			}
 			*line = grown;
 			*n = want;
@@ -321,11 +335,25 @@ static TB_SLOW ssize_t governed_getdelim(struct tb_sock *s, char **line, size_t 
 		got = tb_stdio_take(s, f, *line + len, *n - len - 1, delim, &end);
 		len += got;
 	}
-	if (len > 0 && end != TB_TAKE_CUT) {
-		(*line)[len] = '\0';
-		r = (ssize_t)len;
-	}
-out:
+	if (len == 0 || end == TB_TAKE_CUT)
+		return -1;
+	(*line)[len] = '\0';
+	return (ssize_t)len;
+}
+
+static TB_SLOW ssize_t governed_getdelim(struct tb_sock *s, char **line, size_t *n, int delim,
+					 FILE *f)
+{
+	ssize_t r;
+
+	if (line == NULL || n == NULL)
+		return tb_real.getdelim(line, n, delim, f); /* EINVAL, libc's own way */
+	flockfile(f);
+	pthread_cleanup_push(unlock_on_cancel, f);
+	/* glibc finds the delimiter with memchr, which takes it as an unsigned char: a char
+	 * delimiter of 0x80 or more (negative where char is signed) still ends the line. */
+	r = getdelim_locked(s, line, n, (unsigned char)delim, f);
+	pthread_cleanup_pop(0);
 	funlockfile(f);
 	return r;
 }
@@ -356,8 +384,8 @@ TB_EXPORT ssize_t getline(char **line, size_t *n, FILE *f)
  * returns what the scan returned at the EOF it saw (EOF, or the conversions made before),
  * with the error flag set.
  */
-static TB_SLOW int governed_vfscanf(struct tb_sock *s, FILE *f, const char *fmt, va_list ap,
-				    bool c99)
+static int governed_vfscanf_locked(struct tb_sock *s, FILE *f, const char *fmt, va_list ap,
+				   bool c99)
 {
 	/* The first read is a wait of its own; then, with a newline buffered, no wait. */
 	if (tb_stdio_prime(s, f) < 0)
@@ -367,6 +395,22 @@ static TB_SLOW int governed_vfscanf(struct tb_sock *s, FILE *f, const char *fmt,
 	GOVERNED(int, TB_RD,
 		 c99 ? tb_real.__isoc99_vfscanf(f, fmt, ap) : tb_real.vfscanf(f, fmt, ap), true,
 		 EOF, r_);
+}
+
+/* Under the FILE's lock from the first read on, as glibc's vfscanf: another thread's read
+ * of the stream must not come between the priming read and the scan, nor share its
+ * refill of the buffer. */
+static TB_SLOW int governed_vfscanf(struct tb_sock *s, FILE *f, const char *fmt, va_list ap,
+				    bool c99)
+{
+	int r;
+
+	flockfile(f);
+	pthread_cleanup_push(unlock_on_cancel, f);
+	r = governed_vfscanf_locked(s, f, fmt, ap, c99);
+	pthread_cleanup_pop(0);
+	funlockfile(f);
+	return r;
 }
 
 /* The C99 names here; fscanf and vfscanf (the GNU names, whose %as allocates) live in
