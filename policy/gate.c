@@ -3,6 +3,7 @@
  * waiter directly (the counter stays up), so late arrivals can never overtake the queue. */
 #include "gate.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -14,6 +15,29 @@ void tb_gate_init(struct tb_gate *g, const struct tb_dest *d, int max, int max_p
 	atomic_init(&g->max, max);
 	g->max_pending = max_pending;
 	pthread_mutex_init(&g->lock, NULL);
+}
+
+/*
+ * The queue's lock, held with every signal blocked. close() is async-signal-safe, and a
+ * handler that closes a gated socket gives its slot back through tb_gate_release, which
+ * takes this lock when someone waits: had the handler interrupted its own thread inside
+ * the lock (queueing at the full gate, giving up, handing a slot over), the thread would
+ * wait for itself for good, and every later connect to the destination behind it
+ * (regress/gate_close_in_handler). Only the slow paths take it, next to a futex call.
+ */
+static void queue_lock(struct tb_gate *g, sigset_t *old)
+{
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, old);
+	pthread_mutex_lock(&g->lock);
+}
+
+static void queue_unlock(struct tb_gate *g, const sigset_t *old)
+{
+	pthread_mutex_unlock(&g->lock);
+	pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
 static bool take_free_slot(struct tb_gate *g)
@@ -38,9 +62,10 @@ bool tb_gate_try_acquire(struct tb_gate *g)
 
 enum tb_gate_result tb_gate_enqueue(struct tb_gate *g, struct tb_gate_waiter *w)
 {
+	sigset_t mask;
 	enum tb_gate_result r;
 
-	pthread_mutex_lock(&g->lock);
+	queue_lock(g, &mask);
 	if (g->head == NULL && take_free_slot(g)) {
 		atomic_fetch_add_explicit(&g->acquired, 1, memory_order_relaxed);
 		r = TB_GATE_TOOK;
@@ -70,7 +95,7 @@ enum tb_gate_result tb_gate_enqueue(struct tb_gate *g, struct tb_gate_waiter *w)
 	g->tail = w;
 	r = TB_GATE_QUEUED;
 out:
-	pthread_mutex_unlock(&g->lock);
+	queue_unlock(g, &mask);
 	return r;
 }
 
@@ -89,13 +114,14 @@ static void unlink_waiter(struct tb_gate *g, struct tb_gate_waiter *w)
 
 struct tb_gate_waiter *tb_gate_release(struct tb_gate *g)
 {
+	sigset_t mask;
 	struct tb_gate_waiter *w = NULL;
 
 	atomic_fetch_sub(&g->leased, 1);
 	/* seq_cst pair with tb_gate_enqueue: it raises pending then reads leased. */
 	if (atomic_load(&g->pending) == 0)
 		return NULL;
-	pthread_mutex_lock(&g->lock);
+	queue_lock(g, &mask);
 	if (g->head != NULL && take_free_slot(g)) {
 		w = g->head;
 		unlink_waiter(g, w);
@@ -103,12 +129,13 @@ struct tb_gate_waiter *tb_gate_release(struct tb_gate *g)
 		atomic_fetch_add_explicit(&g->acquired, 1, memory_order_relaxed);
 		atomic_store(&w->granted, 1);
 	}
-	pthread_mutex_unlock(&g->lock);
+	queue_unlock(g, &mask);
 	return w;
 }
 
 int tb_gate_resize(struct tb_gate *g, int max, atomic_uint **woken, int n)
 {
+	sigset_t mask;
 	struct tb_gate_waiter *w;
 	int k = 0;
 
@@ -117,7 +144,7 @@ int tb_gate_resize(struct tb_gate *g, int max, atomic_uint **woken, int n)
 	 * pending before we stored max either sees the new max or is seen here. */
 	if (atomic_load(&g->pending) == 0)
 		return 0;
-	pthread_mutex_lock(&g->lock);
+	queue_lock(g, &mask);
 	while (k < n && g->head != NULL && take_free_slot(g)) {
 		w = g->head;
 		unlink_waiter(g, w);
@@ -126,21 +153,22 @@ int tb_gate_resize(struct tb_gate *g, int max, atomic_uint **woken, int n)
 		atomic_store(&w->granted, 1);
 		woken[k++] = &w->granted;
 	}
-	pthread_mutex_unlock(&g->lock);
+	queue_unlock(g, &mask);
 	return k;
 }
 
 bool tb_gate_cancel(struct tb_gate *g, struct tb_gate_waiter *w)
 {
+	sigset_t mask;
 	bool removed = false;
 
-	pthread_mutex_lock(&g->lock);
+	queue_lock(g, &mask);
 	if (!atomic_load(&w->granted)) {
 		unlink_waiter(g, w);
 		atomic_fetch_sub(&g->pending, 1);
 		removed = true;
 	}
-	pthread_mutex_unlock(&g->lock);
+	queue_unlock(g, &mask);
 	return removed;
 }
 

@@ -5,8 +5,8 @@
 #include "protect.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "adaptive.h"
 #include "clock.h"
@@ -22,6 +23,7 @@
 #include "gate.h"
 #include "gates.h"
 #include "log.h"
+#include "real.h"
 #include "retry_budget.h"
 #include "sock.h"
 #include "thread.h"
@@ -177,6 +179,19 @@ static int shared_name(const struct tb_dest *d, char *buf, size_t len)
 	return snprintf(buf, len, "protect-%s", g + 5) < (int)len ? 0 : -1;
 }
 
+/* The byte of a shared file whose write lock its page's initialiser holds (byte 0 is the
+ * use lock, gate_file.h), and how long a live initialiser is waited for. */
+#define INIT_BYTE 1
+#define INIT_WAIT_NS (100 * TB_NS_PER_MS)
+
+static int init_lock(int fd, short type)
+{
+	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = INIT_BYTE,
+			    .l_len = 1 };
+
+	return tb_real.fcntl(fd, F_OFD_SETLK, &fl);
+}
+
 /* The shared page of e's destination, attached and initialised (by whoever is first);
  * NULL when it cannot be had (said once): the process then keeps its own. */
 static struct prot_state *attach_shared(struct entry *e, int64_t now)
@@ -184,7 +199,6 @@ static struct prot_state *attach_shared(struct entry *e, int64_t now)
 	char why[400] = "no file name for this destination";
 	struct prot_state *st;
 	void *page;
-	unsigned zero = 0;
 
 	if (shared_name(&e->dest, e->name, sizeof(e->name)) < 0)
 		goto fail;
@@ -192,20 +206,34 @@ static struct prot_state *attach_shared(struct entry *e, int64_t now)
 	if (e->fd < 0)
 		goto fail;
 	st = page;
-	if (atomic_compare_exchange_strong(&st->ready, &zero, 1)) {
-		state_init(st, e, true, now);
-		atomic_store(&st->ready, 2);
-	} else {
-		/* Another process is initialising it: microseconds, unless it died doing so. */
-		for (int i = 0; i < 100000 && atomic_load(&st->ready) != 2; i++)
-			sched_yield();
-		if (atomic_load(&st->ready) != 2 || st->version != STATE_VERSION) {
-			snprintf(why, sizeof(why), "the file was left half-written, or by another "
-				 "version");
-			tb_gate_file_close(e->fd);
-			e->fd = -1;
-			goto fail;
+	/* The page is initialised under a lock on INIT_BYTE, which the kernel drops with its
+	 * holder: a page whose initialiser was killed half-way is initialised again by the
+	 * next process instead of being waited for. The wait for a live initialiser is
+	 * microseconds; it is bounded by the clock (INIT_WAIT_NS): 100,000 sched_yield()s for
+	 * a dead one took 145 s of a connect on a CPU shared with one busy thread
+	 * (regress/protect_half_init). */
+	for (int64_t until = tb_now() + INIT_WAIT_NS; atomic_load(&st->ready) != 2;) {
+		const struct timespec pause = { 0, 500000 };
+
+		if (init_lock(e->fd, F_WRLCK) == 0) {
+			if (atomic_load(&st->ready) != 2) {
+				atomic_store(&st->ready, 1);
+				state_init(st, e, true, now);
+				atomic_store(&st->ready, 2);
+			}
+			init_lock(e->fd, F_UNLCK);
+			break;
 		}
+		if (tb_now() >= until)
+			break;
+		nanosleep(&pause, NULL);
+	}
+	if (atomic_load(&st->ready) != 2 || st->version != STATE_VERSION) {
+		snprintf(why, sizeof(why), "the file is being initialised by a process that does "
+			 "not finish, or was written by another version");
+		tb_gate_file_close(e->fd);
+		e->fd = -1;
+		goto fail;
 	}
 	/* Reached only under insert_lock (entry_of), which a handler above it does not take. */
 	pthread_mutex_lock(&shared_lock);
