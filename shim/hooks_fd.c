@@ -416,7 +416,8 @@ TB_EXPORT int ioctl(int fd, tb_ioctl_req req, ...)
 	return r;
 }
 
-/* glibc's fclose closes the fd internally, out of our sight: untrack it first. */
+/* glibc's fclose closes the fd internally, out of our sight: untrack it first (an inbound
+ * connection too, whose number a file or a pipe may get next: regress/inbound_fclose). */
 TB_EXPORT int fclose(FILE *f)
 {
 	int fd = f != NULL ? fileno(f) : -1;
@@ -424,6 +425,8 @@ TB_EXPORT int fclose(FILE *f)
 	struct tb_sock *s = NULL;
 	int r;
 
+	if (fd >= 0 && TB_UNLIKELY(tb_pin_enabled()))
+		tb_pin_forget(fd);
 	if (fd >= 0 && TB_UNLIKELY(tb_fd_sock(fd) != NULL) && !tb_foreign_process()) {
 		s = detach(fd);
 		quiesce(s);
@@ -447,6 +450,8 @@ static FILE *reopen(FILE *(*real)(const char *, const char *, FILE *), const cha
 	struct tb_sock *s = NULL;
 	FILE *r;
 
+	if (fd >= 0 && TB_UNLIKELY(tb_pin_enabled()))
+		tb_pin_forget(fd);
 	if (fd >= 0 && TB_UNLIKELY(tb_fd_sock(fd) != NULL) && !tb_foreign_process()) {
 		s = detach(fd);
 		quiesce(s);

@@ -15,6 +15,19 @@
 #include "sigpipe.h"
 #include "xfer.h"
 
+#ifndef MSG_ZEROCOPY
+#define MSG_ZEROCOPY 0x4000000 /* Linux 4.14; older C libraries do not name it */
+#endif
+
+/*
+ * MSG_ZEROCOPY: the kernel numbers each successful such send (0, 1, 2, ...) and reports on
+ * the error queue which numbers completed; the program counts its own calls to know when a
+ * buffer may be reused. Such a send is therefore made as exactly one system call - never
+ * tried without blocking first and finished by a second, never planned in pieces by the
+ * deadline header (whose bytes live in a stack buffer the kernel would pin).
+ */
+#define ONE_CALL(flags) ((flags) & MSG_ZEROCOPY)
+
 #ifdef __GLIBC__
 /* The FORTIFY entry points (no public header declares them). */
 ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
@@ -94,6 +107,23 @@ static TB_SLOW ssize_t inbound_sendmsg(int fd, const struct msghdr *msg, int fla
 }
 
 /*
+ * Whether the planner may read the program's pieces: no NULL array, no NULL buffer with
+ * bytes. It reads them before the kernel does (the request line is looked for first), so a
+ * program's bad pointer would be a crash where natively it is EFAULT; such a send takes the
+ * plain path, whose kernel call says EFAULT (regress/prop_bad_pointer). A non-NULL
+ * bad address is still read: checking it would cost a system call per send.
+ */
+static bool prop_readable(const struct iovec *iov, size_t iovcnt)
+{
+	if (iov == NULL)
+		return iovcnt == 0;
+	for (size_t i = 0; i < iovcnt; i++)
+		if (iov[i].iov_base == NULL && iov[i].iov_len > 0)
+			return false;
+	return true;
+}
+
+/*
  * A send on a governed socket whose rule propagates (prop_io.h): the program's bytes in
  * iov[0..iovcnt), its flags (own_flags < 0: write or writev, which have none), its msghdr
  * (sendto, sendmsg) or NULL. The planner puts the call's remaining milliseconds after each
@@ -158,9 +188,53 @@ static TB_SLOW __attribute__((cold)) ssize_t governed_prop_one(struct tb_sock *s
 		return tb_xfer_end(&x_, (call));                                            \
 	} while (0)
 
+/*
+ * A read that asked for no bytes returns 0 with the connection open (read and readv at once,
+ * recv once data or the end is there): that 0 says nothing of the peer, and must not reach
+ * tb_xfer_end as an end of file - the framing would end the response there, and a breaker
+ * count the call as reset (regress/zero_length_read_eof). It ends as a call
+ * interrupted before moving anything: an expiry during it is still reported.
+ */
+static __attribute__((noinline, cold)) ssize_t end_asked_none(struct tb_xfer *x)
+{
+	int saved = errno;
+
+	errno = EINTR;
+	if (tb_xfer_end(x, -1) < 0 && errno != EINTR)
+		return -1; /* the socket expired during the call: reported */
+	errno = saved;
+	return 0;
+}
+
+static size_t iov_total(const struct iovec *iov, size_t cnt)
+{
+	size_t t = 0;
+
+	for (size_t i = 0; i < cnt; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+/* GOVERNED for a read: `none` (looked at after the call, only when it returned 0) says the
+ * program asked for no bytes. */
+#define GOVERNED_RD(dontwait, buf_, iov_, iovcnt_, peek_, call, none)                       \
+	do {                                                                                \
+		struct tb_xfer x_;                                                          \
+		ssize_t r_;                                                                 \
+		if (tb_xfer_begin(&x_, s, fd, TB_RD, (dontwait)) < 0)                       \
+			return -1;                                                          \
+		x_.sigpipe = false;                                                         \
+		x_.peek = (peek_);                                                          \
+		tb_xfer_data(&x_, (buf_), (iov_), (iovcnt_));                               \
+		r_ = (call);                                                                \
+		if (TB_UNLIKELY(r_ == 0) && (none))                                         \
+			return end_asked_none(&x_);                                         \
+		return tb_xfer_end(&x_, r_);                                                \
+	} while (0)
+
 static TB_SLOW ssize_t governed_read(struct tb_sock *s, int fd, void *buf, size_t n)
 {
-	GOVERNED(TB_RD, false, false, buf, NULL, 0, false, tb_real.read(fd, buf, n));
+	GOVERNED_RD(false, buf, NULL, 0, false, tb_real.read(fd, buf, n), n == 0);
 }
 
 TB_EXPORT ssize_t read(int fd, void *buf, size_t n)
@@ -249,7 +323,7 @@ static TB_SLOW ssize_t governed_send_try(struct tb_sock *s, int fd, const void *
 
 static TB_SLOW ssize_t governed_write(struct tb_sock *s, int fd, const void *buf, size_t n)
 {
-	if (TB_UNLIKELY(tb_pout_wanted(s)))
+	if (TB_UNLIKELY(tb_pout_wanted(s)) && (buf != NULL || n == 0))
 		return governed_prop_one(s, fd, buf, n, -1);
 	/* write(2) on a connected stream socket is send(2) with no flags. */
 	return governed_send_try(s, fd, buf, n, -1);
@@ -360,7 +434,8 @@ static TB_SLOW ssize_t governed_sendmsg_try(struct tb_sock *s, int fd, const str
 
 static TB_SLOW ssize_t governed_readv(struct tb_sock *s, int fd, const struct iovec *iov, int n)
 {
-	GOVERNED(TB_RD, false, false, NULL, iov, (size_t)n, false, tb_real.readv(fd, iov, n));
+	GOVERNED_RD(false, NULL, iov, (size_t)n, false, tb_real.readv(fd, iov, n),
+		    iov_total(iov, (size_t)n) == 0);
 }
 
 TB_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
@@ -379,7 +454,7 @@ static TB_SLOW ssize_t governed_writev(struct tb_sock *s, int fd, const struct i
 {
 	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
 
-	if (TB_UNLIKELY(tb_pout_wanted(s)))
+	if (TB_UNLIKELY(tb_pout_wanted(s)) && prop_readable(iov, (size_t)n))
 		return governed_prop(s, fd, iov, (size_t)n, -1, NULL);
 	return governed_sendmsg_try(s, fd, &m, -1);
 }
@@ -460,7 +535,7 @@ TB_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t n)
 
 static TB_SLOW ssize_t governed_recv(struct tb_sock *s, int fd, void *buf, size_t n, int flags)
 {
-	GOVERNED(TB_RD, flags & MSG_DONTWAIT, false, SEEN(flags, buf), NULL, 0, flags & MSG_PEEK, tb_real.recv(fd, buf, n, flags));
+	GOVERNED_RD(flags & MSG_DONTWAIT, SEEN(flags, buf), NULL, 0, flags & MSG_PEEK, tb_real.recv(fd, buf, n, flags), n == 0);
 }
 
 TB_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
@@ -486,11 +561,11 @@ TB_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int fla
 
 static TB_SLOW ssize_t governed_send(struct tb_sock *s, int fd, const void *buf, size_t n, int flags)
 {
-	if (TB_UNLIKELY(tb_pout_wanted(s)))
+	if (TB_UNLIKELY(tb_pout_wanted(s)) && !ONE_CALL(flags) && (buf != NULL || n == 0))
 		return governed_prop_one(s, fd, buf, n, flags);
-	if (!(flags & MSG_DONTWAIT))
+	if (!(flags & MSG_DONTWAIT) && !ONE_CALL(flags))
 		return governed_send_try(s, fd, buf, n, flags);
-	GOVERNED(TB_WR, true, !(flags & MSG_NOSIGNAL), buf, NULL, 0, false, tb_real.send(fd, buf, n, flags | MSG_NOSIGNAL));
+	GOVERNED(TB_WR, flags & MSG_DONTWAIT, !(flags & MSG_NOSIGNAL), buf, NULL, 0, false, tb_real.send(fd, buf, n, flags | MSG_NOSIGNAL));
 }
 
 TB_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
@@ -507,7 +582,7 @@ TB_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 
 static TB_SLOW ssize_t governed_recvfrom(struct tb_sock *s, int fd, void *buf, size_t n, int flags, struct sockaddr *addr, socklen_t *alen)
 {
-	GOVERNED(TB_RD, flags & MSG_DONTWAIT, false, SEEN(flags, buf), NULL, 0, flags & MSG_PEEK, tb_real.recvfrom(fd, buf, n, flags, addr, alen));
+	GOVERNED_RD(flags & MSG_DONTWAIT, SEEN(flags, buf), NULL, 0, flags & MSG_PEEK, tb_real.recvfrom(fd, buf, n, flags, addr, alen), n == 0);
 }
 
 TB_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *addr, socklen_t *alen)
@@ -534,7 +609,7 @@ TB_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int
 
 static TB_SLOW ssize_t governed_sendto(struct tb_sock *s, int fd, const void *buf, size_t n, int flags, const struct sockaddr *addr, socklen_t alen)
 {
-	if (TB_UNLIKELY(tb_pout_wanted(s))) {
+	if (TB_UNLIKELY(tb_pout_wanted(s)) && !ONE_CALL(flags) && (buf != NULL || n == 0)) {
 		struct iovec one = { .iov_base = (void *)buf, .iov_len = n };
 		struct msghdr m = { .msg_name = (void *)addr, .msg_namelen = alen,
 				    .msg_iov = &one, .msg_iovlen = 1 };
@@ -558,7 +633,7 @@ TB_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const str
 
 static TB_SLOW ssize_t governed_recvmsg(struct tb_sock *s, int fd, struct msghdr *msg, int flags)
 {
-	GOVERNED(TB_RD, flags & MSG_DONTWAIT, false, NULL, msg != NULL && !(flags & MSG_TRUNC) ? msg->msg_iov : NULL, msg != NULL ? msg->msg_iovlen : 0, flags & MSG_PEEK, tb_real.recvmsg(fd, msg, flags));
+	GOVERNED_RD(flags & MSG_DONTWAIT, NULL, msg != NULL && !(flags & MSG_TRUNC) ? msg->msg_iov : NULL, msg != NULL ? msg->msg_iovlen : 0, flags & MSG_PEEK, tb_real.recvmsg(fd, msg, flags), msg != NULL && iov_total(msg->msg_iov, (size_t)msg->msg_iovlen) == 0);
 }
 
 TB_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
@@ -575,9 +650,10 @@ TB_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 
 static TB_SLOW ssize_t governed_sendmsg(struct tb_sock *s, int fd, const struct msghdr *msg, int flags)
 {
-	if (TB_UNLIKELY(tb_pout_wanted(s)) && msg != NULL && msg->msg_iovlen <= IOV_MAX)
+	if (TB_UNLIKELY(tb_pout_wanted(s)) && msg != NULL && msg->msg_iovlen <= IOV_MAX &&
+	    !ONE_CALL(flags) && prop_readable(msg->msg_iov, msg->msg_iovlen))
 		return governed_prop(s, fd, msg->msg_iov, msg->msg_iovlen, flags, msg);
-	if (!(flags & MSG_DONTWAIT) && msg != NULL && msg->msg_iovlen <= IOV_MAX &&
+	if (!(flags & MSG_DONTWAIT) && !ONE_CALL(flags) && msg != NULL && msg->msg_iovlen <= IOV_MAX &&
 	    (msg->msg_iov != NULL || msg->msg_iovlen == 0))
 		return governed_sendmsg_try(s, fd, msg, flags);
 	GOVERNED(TB_WR, flags & MSG_DONTWAIT, !(flags & MSG_NOSIGNAL), NULL, msg != NULL ? msg->msg_iov : NULL, msg != NULL ? msg->msg_iovlen : 0, false, tb_real.sendmsg(fd, msg, flags | MSG_NOSIGNAL));
@@ -611,6 +687,15 @@ static size_t mmsg_bytes(const struct mmsghdr *v, int r)
 	return b;
 }
 
+/* Each of the r messages asked for no bytes (end_asked_none: its 0 is no end of file). */
+static bool mmsg_asked_none(const struct mmsghdr *v, int r)
+{
+	for (int i = 0; i < r; i++)
+		if (iov_total(v[i].msg_hdr.msg_iov, (size_t)v[i].msg_hdr.msg_iovlen) != 0)
+			return false;
+	return true;
+}
+
 static TB_SLOW int governed_recvmmsg(struct tb_sock *s, int fd, struct mmsghdr *v, unsigned int n,
 				     tb_mmsg_flags flags, struct timespec *t)
 {
@@ -623,6 +708,8 @@ static TB_SLOW int governed_recvmmsg(struct tb_sock *s, int fd, struct mmsghdr *
 	x.peek = flags & MSG_PEEK;
 	tb_xfer_data(&x, NULL, NULL, 0);
 	r = tb_real.recvmmsg(fd, v, n, flags, t);
+	if (r > 0 && mmsg_bytes(v, r) == 0 && mmsg_asked_none(v, r))
+		return end_asked_none(&x) < 0 ? -1 : r; /* no bytes asked: no end of file */
 	/* One message of no bytes is the end of the stream (a cut reads as one too). */
 	return tb_xfer_end(&x, r < 0 ? -1 : (ssize_t)mmsg_bytes(v, r)) < 0 ? -1 : r;
 }

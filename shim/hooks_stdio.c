@@ -12,6 +12,7 @@
 #include "fdtable.h"
 #include "hooks.h"
 #include "libc_compat.h"
+#include "prop_io.h"
 #include "real.h"
 #include "stdio_wait.h"
 
@@ -40,6 +41,16 @@ int __vfprintf_chk(FILE *f, int flag, const char *fmt, va_list ap);
  * buffer sends nothing, so it starts no call and no wait.
  */
 #define SOCK_OF(f) tb_fd_sock((f)->_fileno)
+
+/* A write on an untracked stream of a scope=request process: on an inbound connection the
+ * response begins (prop_io.h tb_pin_writing: the request's budget closes, the connection's
+ * parser waits for the next head; regress/inbound_stdio_keepalive). fd is -1 for
+ * a memory stream or fflush(NULL). One load and a branch otherwise. */
+#define INBOUND_PUT(fd)                                                                     \
+	do {                                                                                \
+		if (TB_UNLIKELY(tb_pin_enabled()))                                          \
+			tb_pin_writing(fd);                                                 \
+	} while (0)
 
 /* The governed call: `fail` when the socket had already expired, `cut` when it expired
  * during the call (r_ is what the call returned); `ok` says the call got everything. */
@@ -466,8 +477,10 @@ TB_EXPORT size_t fwrite(const void *p, size_t size, size_t n, FILE *f)
 {
 	struct tb_sock *s = SOCK_OF(f);
 
-	if (TB_LIKELY(s == NULL))
+	if (TB_LIKELY(s == NULL)) {
+		INBOUND_PUT(f->_fileno);
 		return tb_real.fwrite(p, size, n, f);
+	}
 	return governed_fwrite(s, p, size, n, f);
 }
 
@@ -483,8 +496,10 @@ TB_EXPORT size_t fwrite_unlocked(const void *p, size_t size, size_t n, FILE *f)
 {
 	struct tb_sock *s = SOCK_OF(f);
 
-	if (TB_LIKELY(s == NULL))
+	if (TB_LIKELY(s == NULL)) {
+		INBOUND_PUT(f->_fileno);
 		return tb_real.fwrite_unlocked(p, size, n, f);
+	}
 	return governed_fwrite_unlocked(s, p, size, n, f);
 }
 
@@ -497,8 +512,10 @@ TB_EXPORT int fputs(const char *str, FILE *f)
 {
 	struct tb_sock *s = SOCK_OF(f);
 
-	if (TB_LIKELY(s == NULL))
+	if (TB_LIKELY(s == NULL)) {
+		INBOUND_PUT(f->_fileno);
 		return tb_real.fputs(str, f);
+	}
 	return governed_fputs(s, str, f);
 }
 
@@ -511,8 +528,10 @@ TB_EXPORT int fputs_unlocked(const char *str, FILE *f)
 {
 	struct tb_sock *s = SOCK_OF(f);
 
-	if (TB_LIKELY(s == NULL))
+	if (TB_LIKELY(s == NULL)) {
+		INBOUND_PUT(f->_fileno);
 		return tb_real.fputs_unlocked(str, f);
+	}
 	return governed_fputs_unlocked(s, str, f);
 }
 
@@ -526,8 +545,10 @@ TB_EXPORT int fputc(int c, FILE *f)
 {
 	struct tb_sock *s = SOCK_OF(f);
 
-	if (TB_LIKELY(s == NULL))
+	if (TB_LIKELY(s == NULL)) {
+		INBOUND_PUT(f->_fileno);
 		return tb_real.fputc(c, f);
+	}
 	return governed_fputc(s, c, f);
 }
 
@@ -550,8 +571,10 @@ TB_EXPORT int fputc_unlocked(int c, FILE *f)
 {
 	struct tb_sock *s = SOCK_OF(f);
 
-	if (TB_LIKELY(s == NULL))
+	if (TB_LIKELY(s == NULL)) {
+		INBOUND_PUT(f->_fileno);
 		return tb_real.fputc_unlocked(c, f);
+	}
 	return governed_fputc_unlocked(s, c, f);
 }
 
@@ -570,8 +593,10 @@ TB_EXPORT int __overflow(FILE *f, int c)
 {
 	struct tb_sock *s = SOCK_OF(f);
 
-	if (TB_LIKELY(s == NULL))
+	if (TB_LIKELY(s == NULL)) {
+		INBOUND_PUT(f->_fileno);
 		return tb_real.__overflow(f, c);
+	}
 	return governed_overflow(s, f, c);
 }
 
@@ -589,8 +614,10 @@ TB_EXPORT int vfprintf(FILE *f, const char *fmt, va_list ap)
 {
 	struct tb_sock *s = SOCK_OF(f);
 
-	if (TB_LIKELY(s == NULL))
+	if (TB_LIKELY(s == NULL)) {
+		INBOUND_PUT(f->_fileno);
 		return tb_real.vfprintf(f, fmt, ap);
+	}
 	return governed_vfprintf(s, f, -1, fmt, ap);
 }
 
@@ -598,8 +625,10 @@ TB_EXPORT int __vfprintf_chk(FILE *f, int flag, const char *fmt, va_list ap)
 {
 	struct tb_sock *s = SOCK_OF(f);
 
-	if (TB_LIKELY(s == NULL))
+	if (TB_LIKELY(s == NULL)) {
+		INBOUND_PUT(f->_fileno);
 		return tb_real.__vfprintf_chk(f, flag, fmt, ap);
+	}
 	return governed_vfprintf(s, f, flag < 0 ? 0 : flag, fmt, ap);
 }
 
@@ -643,8 +672,10 @@ TB_EXPORT int fflush(FILE *f)
 {
 	struct tb_sock *s = f != NULL ? SOCK_OF(f) : NULL;
 
-	if (TB_LIKELY(s == NULL))
+	if (TB_LIKELY(s == NULL)) {
+		INBOUND_PUT(f != NULL ? f->_fileno : -1);
 		return tb_real.fflush(f);
+	}
 	return governed_fflush(s, f);
 }
 
@@ -657,7 +688,9 @@ TB_EXPORT int fflush_unlocked(FILE *f)
 {
 	struct tb_sock *s = f != NULL ? SOCK_OF(f) : NULL;
 
-	if (TB_LIKELY(s == NULL))
+	if (TB_LIKELY(s == NULL)) {
+		INBOUND_PUT(f != NULL ? f->_fileno : -1);
 		return tb_real.fflush_unlocked(f);
+	}
 	return governed_fflush_unlocked(s, f);
 }

@@ -520,8 +520,12 @@ ssize_t tb_pout_send(struct tb_xfer *x, int fd, const struct iovec *iov, size_t 
 			goto out;
 		}
 		if (!blocking) {
-			/* Non-blocking: as natively, a short count; none of the program's bytes
+			/* Non-blocking: a round taken whole goes on (the program's pieces go
+			 * IN_MAX at a time; natively one call takes them all while there is
+			 * room). Else, as natively, a short count; none of the program's bytes
 			 * (only inserted ones, owed no more or still owed): nothing taken yet. */
+			if ((size_t)k == planned && done > 0)
+				continue;
 			if (done == 0)
 				errno = EAGAIN;
 			rc = done > 0 ? (ssize_t)done : -1;
