@@ -23,6 +23,7 @@
 #include "prop_io.h"
 #include "real.h"
 #include "sock.h"
+#include "stale.h"
 #include "protect.h"
 #include "stats.h"
 #include "thread.h"
@@ -194,6 +195,7 @@ TB_EXPORT int close(int fd)
 static int close_span(unsigned lo, unsigned hi, int flags)
 {
 	struct tb_sock *held[SPAN_BATCH];
+	int held_fd[SPAN_BATCH];
 	int hw = atomic_load(&tb_fd_hiwater), rc = 0;
 
 	while (lo <= hi) {
@@ -206,14 +208,20 @@ static int close_span(unsigned lo, unsigned hi, int flags)
 			if (s == NULL)
 				continue;
 			quiesce(s);
+			held_fd[n] = (int)fd;
 			held[n++] = s;
 			if (n == SPAN_BATCH) {
 				end = fd;
 				break;
 			}
 		}
-		if (tb_real.close_range(lo, end, flags) < 0)
+		if (tb_real.close_range(lo, end, flags) < 0) {
+			/* Refused (EINVAL, ENOMEM): nothing closed, they are tracked again. */
 			rc = -1;
+			for (int k = 0; k < n; k++)
+				if (tb_fd_set(held_fd[k], held[k]))
+					held[k] = NULL;
+		}
 		for (int k = 0; k < n; k++)
 			drop(held[k]);
 		if (end == hi)
@@ -278,6 +286,15 @@ TB_EXPORT void closefrom(int lowfd)
 	errno = saved;
 	if (real_closefrom != NULL)
 		real_closefrom(lowfd);
+	/* It closed, unseen, the governed fds that close_range_own gave back to the table
+	 * when the kernel refused close_range: their slots go now. */
+	for (int fd = (int)lo, hw = atomic_load(&tb_fd_hiwater); fd <= hw; fd++) {
+		struct tb_sock *s = tb_fd_sock(fd);
+
+		if (s != NULL && !tb_foreign_process())
+			tb_stale_check(fd, s);
+	}
+	errno = saved;
 }
 
 TB_EXPORT int dup(int fd)

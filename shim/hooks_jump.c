@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "hooks.h"
+#include "sock.h"
 #include "waits.h"
 
 /* FORTIFY builds call it through a redirect of longjmp; no header declares the name. */
@@ -97,6 +98,7 @@ static __attribute__((noreturn)) void jump(int i, struct __jmp_buf_tag *env, int
 	jump_fn f = atomic_load_explicit(&jumps[i], memory_order_relaxed);
 
 	tb_waits_abandon();
+	tb_sock_busy_abandon();
 	if (TB_UNLIKELY(f == NULL)) {
 		bind_jump(i);
 		f = atomic_load_explicit(&jumps[i], memory_order_relaxed);

@@ -384,6 +384,16 @@ int tb_sock_expire_first(struct tb_sock *s, uint32_t gen, enum tb_side side,
  * and an fd of it can be verified under `busy`; else nothing. errno is preserved. */
 void tb_sock_cut_rest(struct tb_sock *s, uint32_t gen);
 
+/* In a forked child, on the forking thread: the count of `busy` on s that this thread
+ * holds (1 when it forked from a signal handler above its own expiry of s, which goes on
+ * in the child and drops it), else 0. */
+unsigned tb_sock_busy_own(const struct tb_sock *s);
+
+/* The calling thread jumps (longjmp family) out of a signal handler: an expiry of its own
+ * that the handler interrupted is abandoned, and its `busy` count dropped now - else every
+ * close() of that socket would wait for it for ever. */
+void tb_sock_busy_abandon(void);
+
 /* In a forked child: the lines the parent's watchdog noted are the parent's to write. */
 void tb_sock_noted_fork_child(void);
 

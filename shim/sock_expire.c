@@ -414,8 +414,12 @@ static void cut_connect(int fd)
  * such a handler closed the socket. One, in two words: the library's thread-locals live in
  * the static TLS that a dlopen of it must find room in (regress/dlopen_library). A nested
  * expiry (a handler's own, above it) is not recorded; a record a siglongjmp abandoned is
- * told by its frame, at or below a later taker's. */
+ * told by its frame, at or below a later taker's. BUSY_OWED: the record's count is raised
+ * and not yet dropped; whoever clears the bit (drop_busy, or tb_sock_busy_abandon when a
+ * handler jumps out of the expiry) drops it, once. */
 #define BUSY_CLOSED 1u
+#define BUSY_OWED 2u
+#define BUSY_FLAGS (BUSY_CLOSED | BUSY_OWED)
 static __thread struct tb_sock *busy_sock __attribute__((tls_model("initial-exec")));
 static __thread uintptr_t busy_sp __attribute__((tls_model("initial-exec")));
 
@@ -427,8 +431,8 @@ static __thread uintptr_t busy_sp __attribute__((tls_model("initial-exec")));
  * sees the raise also sees whose it is. True: the record is this expiry's (for drop_busy). */
 static bool take_busy(struct tb_sock *s)
 {
-	uintptr_t sp = (uintptr_t)__builtin_frame_address(0) & ~(uintptr_t)BUSY_CLOSED;
-	bool mine = busy_sock == NULL || (busy_sp & ~(uintptr_t)BUSY_CLOSED) <= sp;
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0) & ~(uintptr_t)BUSY_FLAGS;
+	bool mine = busy_sock == NULL || (busy_sp & ~(uintptr_t)BUSY_FLAGS) <= sp;
 
 	/* A handler between these stores finds no record and may write its own: once
 	 * busy_sock is ours, none does, and a frame that is not ours is written again. */
@@ -440,15 +444,21 @@ static bool take_busy(struct tb_sock *s)
 			atomic_signal_fence(memory_order_seq_cst);
 			busy_sock = s;
 			atomic_signal_fence(memory_order_seq_cst);
-		} while ((busy_sp & ~(uintptr_t)BUSY_CLOSED) != sp);
+		} while ((busy_sp & ~(uintptr_t)BUSY_FLAGS) != sp);
 	}
 	atomic_signal_fence(memory_order_seq_cst);
 	atomic_fetch_add(&s->busy, 1);
+	if (mine)
+		__atomic_fetch_or(&busy_sp, BUSY_OWED, __ATOMIC_RELAXED);
 	return mine;
 }
 
 static void drop_busy(struct tb_sock *s, bool mine)
 {
+	/* Atomic against a handler of this thread: its jump out may have dropped it. */
+	if (mine && !(__atomic_fetch_and(&busy_sp, ~(uintptr_t)BUSY_OWED, __ATOMIC_RELAXED) &
+		      BUSY_OWED))
+		return;
 	atomic_fetch_sub(&s->busy, 1);
 	atomic_signal_fence(memory_order_seq_cst);
 	if (mine)
@@ -468,13 +478,34 @@ void tb_sock_quiesce(struct tb_sock *s)
 
 	while (atomic_load(&s->busy) != 0) {
 		/* A handler above this thread's own expiry of s: that one goes on only once we
-		 * return. It sees the mark before it cuts (expire, tb_sock_mark_expired). */
-		if (busy_sock == s && (busy_sp & ~(uintptr_t)BUSY_CLOSED) > sp) {
+		 * return. It sees the mark before it cuts (expire, tb_sock_mark_expired). Another
+		 * thread's expiry (the watchdog's) may hold `busy` too: that one is waited for, as
+		 * by any close, or its shutdown() lands on the number's next owner. */
+		if (busy_sock == s && (busy_sp & ~(uintptr_t)BUSY_FLAGS) > sp) {
 			busy_sp |= BUSY_CLOSED;
-			return;
+			if (atomic_load(&s->busy) <= 1)
+				return;
 		}
 		sched_yield();
 	}
+}
+
+unsigned tb_sock_busy_own(const struct tb_sock *s)
+{
+	return busy_sock == s && (busy_sp & BUSY_OWED) ? 1 : 0;
+}
+
+void tb_sock_busy_abandon(void)
+{
+	struct tb_sock *s = busy_sock;
+
+	if (s == NULL ||
+	    !(__atomic_fetch_and(&busy_sp, ~(uintptr_t)BUSY_OWED, __ATOMIC_RELAXED) & BUSY_OWED))
+		return;
+	busy_sp |= BUSY_CLOSED; /* should it go on after all (a jump inside the handler): no cut */
+	atomic_fetch_sub(&s->busy, 1);
+	atomic_signal_fence(memory_order_seq_cst);
+	busy_sock = NULL;
 }
 
 bool tb_sock_take_if_stale(struct tb_sock *s, uint32_t gen, int fd)

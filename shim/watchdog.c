@@ -506,9 +506,14 @@ void tb_wd_arm(struct tb_sock *s, int64_t at)
 
 static void reset_sock(struct tb_sock *s)
 {
+	unsigned own = tb_sock_busy_own(s);
+
 	CLEAR(s->wd_filed_at);
 	CLEAR(s->in_incoming);
-	CLEAR(s->busy);
+	/* The parent's threads' expiries are gone; the forking thread's own (it forked from a
+	 * handler above it) goes on here, and drops its count when it ends. */
+	if (atomic_load_explicit(&s->busy, memory_order_relaxed) != own)
+		atomic_store(&s->busy, own);
 	CLEAR(s->log_pending); /* the parent writes its own lines */
 	CLEAR(s->side[TB_RD].waiters);
 	CLEAR(s->side[TB_WR].waiters);
