@@ -17,6 +17,24 @@
 
 static FILE *stream;
 static int how;
+static atomic_int reader_tid;
+
+/* Whether thread tid of this process is in the system call numbered nr (/proc). */
+static int in_syscall(int tid, long nr)
+{
+	char path[64];
+	long got = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	if (fscanf(f, "%ld", &got) != 1)
+		got = -1;
+	fclose(f);
+	return got == nr;
+}
 
 static void *reader(void *arg)
 {
@@ -24,6 +42,7 @@ static void *reader(void *arg)
 	size_t cap = 0;
 
 	(void)arg;
+	atomic_store(&reader_tid, (int)syscall(SYS_gettid));
 	switch (how) {
 	case 0:
 		(void)!fgets(buf, sizeof(buf), stream);
@@ -46,7 +65,16 @@ int main(int argc, char **argv)
 	static const char *const names[] = { "fgets", "getline", "fread", "fgetc" };
 	int lfd, port;
 
+	const char *pre = getenv("TBR_PRELOAD");
+
 	(void)argc;
+	/* ASan cannot follow a cancellation's unwinding through instrumented frames: the
+	 * shadow of the frames unwound stays poisoned, and its own __asan_handle_no_return,
+	 * called before the unwinding goes on from the cleanup, reports a stack overflow
+	 * there (GCC 12; the cleanup attribute form, -fexceptions, reports the same). */
+	if (pre != NULL && strstr(pre, "libasan") != NULL)
+		tbr_skip("AddressSanitizer reports its own false stack overflow when a "
+			 "cancellation unwinds through instrumented frames");
 	tbr_preload_self(argv, "TIMEBOX_READ_TIMEOUT=30s", NULL);
 	lfd = tbr_listen(&port);
 	for (how = 0; how < 4; how++) {
@@ -57,8 +85,14 @@ int main(int argc, char **argv)
 		TBR_CHECK(peer >= 0, "accept: %s", strerror(errno));
 		stream = fdopen(sock, "r");
 		TBR_CHECK(stream != NULL, "fdopen: %s", strerror(errno));
+		atomic_store(&reader_tid, 0);
 		TBR_CHECK(pthread_create(&t, NULL, reader, NULL) == 0, "pthread_create");
-		tbt_sleep_ms(200); /* the reader blocks on the silent peer */
+		/* Cancelled only once blocked in its refill's read (SYS_read), the FILE locked. */
+		for (int ms = 0; !(atomic_load(&reader_tid) != 0 &&
+				   in_syscall(atomic_load(&reader_tid), SYS_read)); ms++) {
+			TBR_CHECK(ms < 5000, "the %s reader never blocked in read()", names[how]);
+			tbt_sleep_ms(1);
+		}
 		pthread_cancel(t);
 		pthread_join(t, NULL);
 		TBR_CHECK(write(peer, "7\n", 2) == 2, "write: %s", strerror(errno));
