@@ -77,7 +77,21 @@ int __vfprintf_chk(FILE *f, int flag, const char *fmt, va_list ap);
 static void unlock_on_cancel(void *f)
 {
 	if (f != NULL)
-		funlockfile(f);
+		tb_file_unlock(f);
+}
+
+/* tb_stdio_take, whose refills are cancellation points, with the FILE's lock given back
+ * on cancellation when `unlock` (the caller took it). A function of its own: the cleanup's
+ * sigsetjmp then keeps no variable of the caller's. */
+static size_t take_cancellable(struct tb_sock *s, FILE *f, bool unlock, void *dst, size_t max,
+			       int delim, enum tb_take_end *end)
+{
+	size_t got;
+
+	pthread_cleanup_push(unlock_on_cancel, unlock ? f : NULL);
+	got = tb_stdio_take(s, f, dst, max, delim, end);
+	pthread_cleanup_pop(0);
+	return got;
 }
 
 /*
@@ -102,12 +116,10 @@ static TB_SLOW char *governed_fgets(struct tb_sock *s, char *buf, int n, FILE *f
 		return buf;
 	}
 	if (locked)
-		flockfile(f);
-	pthread_cleanup_push(unlock_on_cancel, locked ? f : NULL);
+		tb_file_lock(f);
 	old_error = f->_flags & _IO_ERR_SEEN;
 	f->_flags &= ~_IO_ERR_SEEN;
-	got = tb_stdio_take(s, f, buf, max, '\n', &end);
-	pthread_cleanup_pop(0);
+	got = take_cancellable(s, f, locked, buf, max, '\n', &end);
 	if (got == 0 || end == TB_TAKE_CUT || ((f->_flags & _IO_ERR_SEEN) && errno != EAGAIN))
 		r = NULL;
 	else if (chk && got >= size)
@@ -116,7 +128,7 @@ static TB_SLOW char *governed_fgets(struct tb_sock *s, char *buf, int n, FILE *f
 		buf[got] = '\0';
 	f->_flags |= old_error;
 	if (locked)
-		funlockfile(f);
+		tb_file_unlock(f);
 	if (r != NULL)
 		errno = saved;
 	return r;
@@ -169,12 +181,10 @@ static TB_SLOW size_t governed_fread(struct tb_sock *s, void *p, size_t size, si
 	if (__builtin_mul_overflow(size, n, &want) || want == 0)
 		return locked ? tb_real.fread(p, size, n, f) : tb_real.fread_unlocked(p, size, n, f);
 	if (locked)
-		flockfile(f);
-	pthread_cleanup_push(unlock_on_cancel, locked ? f : NULL);
-	got = tb_stdio_take(s, f, p, want, -1, &end);
-	pthread_cleanup_pop(0);
+		tb_file_lock(f);
+	got = take_cancellable(s, f, locked, p, want, -1, &end);
 	if (locked)
-		funlockfile(f);
+		tb_file_unlock(f);
 	return got / size;
 }
 
@@ -260,11 +270,11 @@ static TB_SLOW int governed_fgetc(struct tb_sock *s, FILE *f)
 {
 	int c;
 
-	flockfile(f);
+	tb_file_lock(f);
 	pthread_cleanup_push(unlock_on_cancel, f);
 	c = governed_fgetc_unlocked_body(s, f);
 	pthread_cleanup_pop(0);
-	funlockfile(f);
+	tb_file_unlock(f);
 	return c;
 }
 
@@ -359,13 +369,13 @@ static TB_SLOW ssize_t governed_getdelim(struct tb_sock *s, char **line, size_t 
 
 	if (line == NULL || n == NULL)
 		return tb_real.getdelim(line, n, delim, f); /* EINVAL, libc's own way */
-	flockfile(f);
+	tb_file_lock(f);
 	pthread_cleanup_push(unlock_on_cancel, f);
 	/* glibc finds the delimiter with memchr, which takes it as an unsigned char: a char
 	 * delimiter of 0x80 or more (negative where char is signed) still ends the line. */
 	r = getdelim_locked(s, line, n, (unsigned char)delim, f);
 	pthread_cleanup_pop(0);
-	funlockfile(f);
+	tb_file_unlock(f);
 	return r;
 }
 
@@ -416,11 +426,11 @@ static TB_SLOW int governed_vfscanf(struct tb_sock *s, FILE *f, const char *fmt,
 {
 	int r;
 
-	flockfile(f);
+	tb_file_lock(f);
 	pthread_cleanup_push(unlock_on_cancel, f);
 	r = governed_vfscanf_locked(s, f, fmt, ap, c99);
 	pthread_cleanup_pop(0);
-	funlockfile(f);
+	tb_file_unlock(f);
 	return r;
 }
 

@@ -21,9 +21,9 @@ static void mark_cut(FILE *f)
 {
 	int saved = errno;
 
-	flockfile(f);
+	tb_file_lock(f);
 	f->_flags = (f->_flags | _IO_ERR_SEEN) & ~_IO_EOF_SEEN;
-	funlockfile(f);
+	tb_file_unlock(f);
 	errno = saved;
 }
 

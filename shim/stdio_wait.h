@@ -23,6 +23,32 @@
 #define TB_IO_IN_BACKUP 0x0100         /* reading the ungetc area, not the buffer */
 #define TB_IO_CURRENTLY_PUTTING 0x0800 /* the buffer holds unwritten output */
 
+/*
+ * A FILE's own lock (recursive), as glibc's stdio takes it. ThreadSanitizer does not follow
+ * that lock (glibc's, internal to libc), so its builds are told of it: two threads' hooks
+ * on one stream are ordered by it (regress/stdio_scanf_shared).
+ */
+#ifdef __SANITIZE_THREAD__
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#endif
+
+static inline void tb_file_lock(FILE *f)
+{
+	flockfile(f);
+#ifdef __SANITIZE_THREAD__
+	__tsan_acquire(f);
+#endif
+}
+
+static inline void tb_file_unlock(FILE *f)
+{
+#ifdef __SANITIZE_THREAD__
+	__tsan_release(f);
+#endif
+	funlockfile(f);
+}
+
 struct tb_stdio {
 	struct tb_xfer x;
 	int flags; /* the FILE's _flags before the call: which EOF/error flags are new */

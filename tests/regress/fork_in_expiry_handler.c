@@ -122,9 +122,11 @@ int main(int argc, char **argv)
 	peer = accept(lfd, NULL, NULL);
 	TBR_CHECK(peer >= 0, "accept: %s", strerror(errno));
 	pthread_create(&w, NULL, waiter, NULL);
+	pthread_detach(w); /* not joined: it may still run at exit */
 	nap(400);
 	prctl(PR_SET_NAME, "tbr-late");
 	pthread_create(&k, NULL, kicker, (void *)pthread_self());
+	pthread_detach(k); /* not joined: it may still run at exit */
 	errno = 0;
 	r = (int)recv(victim, &c, 1, 0);
 	err = errno;

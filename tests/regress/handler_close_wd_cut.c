@@ -126,8 +126,10 @@ int main(int argc, char **argv)
 	TBR_CHECK(peer >= 0, "accept: %s", strerror(errno));
 	tbr_hang_guard(10, "the story hung");
 	pthread_create(&w, NULL, waiter, NULL);
+	pthread_detach(w); /* not joined: it may still run at exit */
 	sleep_ms(400);
 	pthread_create(&t, NULL, late, NULL);
+	pthread_detach(t); /* not joined: it may still run at exit */
 	sleep_ms(300);
 	pthread_kill(t, SIGUSR1);
 	while (!atomic_load(&closed_in_handler))

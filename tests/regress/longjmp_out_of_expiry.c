@@ -112,9 +112,11 @@ int main(int argc, char **argv)
 	peer = accept(lfd, NULL, NULL);
 	TBR_CHECK(peer >= 0, "accept: %s", strerror(errno));
 	pthread_create(&w, NULL, waiter, NULL);
+	pthread_detach(w); /* not joined: it may still run at exit */
 	nap(400);
 	prctl(PR_SET_NAME, "tbr-late");
 	pthread_create(&k, NULL, kicker, (void *)pthread_self());
+	pthread_detach(k); /* not joined: it may still run at exit */
 	if (sigsetjmp(env, 1) == 0)
 		(void)!recv(victim, &c, 1, 0);
 	TBR_CHECK(jumped, "the recv returned before the signal: the expiry was not where this "
