@@ -176,17 +176,29 @@ static TB_SLOW __attribute__((cold)) ssize_t governed_prop_one(struct tb_sock *s
  * would make every hook save and restore registers even for an untracked fd, whose whole
  * path must stay a bounds check, a load and a tail call into libc.
  * `sigpipe`: the program's own call would raise SIGPIPE on EPIPE (see tb_xfer_end).
+ * `none` (looked at only when the call returned 0): a read that asked for no bytes
+ * (end_asked_none).
  */
-#define GOVERNED(side, dontwait, sigpipe_, buf_, iov_, iovcnt_, peek_, call)                \
+#define GOVERNED_IO(side, dontwait, sigpipe_, buf_, iov_, iovcnt_, peek_, call, none)       \
 	do {                                                                                \
 		struct tb_xfer x_;                                                          \
+		ssize_t r_;                                                                 \
 		if (tb_xfer_begin(&x_, s, fd, (side), (dontwait)) < 0)                      \
 			return -1;                                                          \
 		x_.sigpipe = (sigpipe_);                                                    \
 		x_.peek = (peek_);                                                          \
 		tb_xfer_data(&x_, (buf_), (iov_), (iovcnt_));                               \
-		return tb_xfer_end(&x_, (call));                                            \
+		r_ = (call);                                                                \
+		if (TB_UNLIKELY(r_ == 0) && (none))                                         \
+			return end_asked_none(&x_);                                         \
+		return tb_xfer_end(&x_, r_);                                                \
 	} while (0)
+
+/* A send (a 0 it returns is no end of file); a read. */
+#define GOVERNED(side, dontwait, sigpipe_, buf_, iov_, iovcnt_, peek_, call)                \
+	GOVERNED_IO(side, dontwait, sigpipe_, buf_, iov_, iovcnt_, peek_, call, false)
+#define GOVERNED_RD(dontwait, buf_, iov_, iovcnt_, peek_, call, none)                       \
+	GOVERNED_IO(TB_RD, dontwait, false, buf_, iov_, iovcnt_, peek_, call, none)
 
 /*
  * A read that asked for no bytes returns 0 with the connection open (read and readv at once,
@@ -214,23 +226,6 @@ static size_t iov_total(const struct iovec *iov, size_t cnt)
 		t += iov[i].iov_len;
 	return t;
 }
-
-/* GOVERNED for a read: `none` (looked at after the call, only when it returned 0) says the
- * program asked for no bytes. */
-#define GOVERNED_RD(dontwait, buf_, iov_, iovcnt_, peek_, call, none)                       \
-	do {                                                                                \
-		struct tb_xfer x_;                                                          \
-		ssize_t r_;                                                                 \
-		if (tb_xfer_begin(&x_, s, fd, TB_RD, (dontwait)) < 0)                       \
-			return -1;                                                          \
-		x_.sigpipe = false;                                                         \
-		x_.peek = (peek_);                                                          \
-		tb_xfer_data(&x_, (buf_), (iov_), (iovcnt_));                               \
-		r_ = (call);                                                                \
-		if (TB_UNLIKELY(r_ == 0) && (none))                                         \
-			return end_asked_none(&x_);                                         \
-		return tb_xfer_end(&x_, r_);                                                \
-	} while (0)
 
 static TB_SLOW ssize_t governed_read(struct tb_sock *s, int fd, void *buf, size_t n)
 {
@@ -424,8 +419,7 @@ static TB_SLOW ssize_t governed_sendmsg_try(struct tb_sock *s, int fd, const str
 	/* The pieces' lengths are read only once the kernel has read them (it fails a bad
 	 * iovec with EFAULT before anything else): a program's bad pointer is its EFAULT. */
 	if (x.can_block && (r >= 0 || errno == EAGAIN || errno == EWOULDBLOCK)) {
-		for (size_t i = 0; i < (size_t)msg->msg_iovlen; i++) /* int in musl */
-			n += msg->msg_iov[i].iov_len;
+		n = iov_total(msg->msg_iov, (size_t)msg->msg_iovlen); /* int in musl */
 		if (TB_UNLIKELY((size_t)r != n) && x.s != NULL)
 			r = sendmsg_rest(&x, fd, msg, n, flags, r);
 	}

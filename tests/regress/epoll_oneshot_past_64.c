@@ -46,7 +46,11 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < N; i++)
 		TBR_CHECK(write(p[i], "OK\n", 3) == 3, "answer %d", i);
-	usleep(50000);
+	for (int i = 0; i < N; i++) { /* every answer is here: one wait returns them all */
+		struct pollfd q = { .fd = c[i], .events = POLLIN };
+
+		TBR_CHECK(poll(&q, 1, 5000) == 1, "answer %d never arrived", i);
+	}
 
 	n = epoll_wait(ep, out, 128, 1000);
 	for (int i = 0; i < n; i++)

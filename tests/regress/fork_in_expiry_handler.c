@@ -60,14 +60,6 @@ static const char delay_c[] =
 static int victim;
 static volatile sig_atomic_t in_child;
 
-static void nap(int ms)
-{
-	struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&t, &t) < 0 && errno == EINTR)
-		;
-}
-
 static void on_usr1(int sig)
 {
 	pid_t p;
@@ -95,7 +87,7 @@ static void *waiter(void *arg)
 
 static void *kicker(void *arg)
 {
-	nap(300);
+	tbt_sleep_ms(300);
 	pthread_kill((pthread_t)arg, SIGUSR1);
 	return NULL;
 }
@@ -123,7 +115,7 @@ int main(int argc, char **argv)
 	TBR_CHECK(peer >= 0, "accept: %s", strerror(errno));
 	pthread_create(&w, NULL, waiter, NULL);
 	pthread_detach(w); /* not joined: it may still run at exit */
-	nap(400);
+	tbt_sleep_ms(400);
 	prctl(PR_SET_NAME, "tbr-late");
 	pthread_create(&k, NULL, kicker, (void *)pthread_self());
 	pthread_detach(k); /* not joined: it may still run at exit */

@@ -97,13 +97,6 @@ static void *late(void *arg)
 	return NULL;
 }
 
-static void sleep_ms(int ms)
-{
-	struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
-
-	nanosleep(&t, NULL);
-}
-
 int main(int argc, char **argv)
 {
 	struct sigaction sa;
@@ -127,19 +120,19 @@ int main(int argc, char **argv)
 	tbr_hang_guard(10, "the story hung");
 	pthread_create(&w, NULL, waiter, NULL);
 	pthread_detach(w); /* not joined: it may still run at exit */
-	sleep_ms(400);
+	tbt_sleep_ms(400);
 	pthread_create(&t, NULL, late, NULL);
 	pthread_detach(t); /* not joined: it may still run at exit */
-	sleep_ms(300);
+	tbt_sleep_ms(300);
 	pthread_kill(t, SIGUSR1);
 	while (!atomic_load(&closed_in_handler))
-		sleep_ms(1);
+		tbt_sleep_ms(1);
 	TBR_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == 0, "socketpair: %s", strerror(errno));
 	if (sp[0] != victim && sp[1] != victim) {
 		printf("the socketpair got %d and %d, not the closed %d\n", sp[0], sp[1], victim);
 		return 0;
 	}
-	sleep_ms(600); /* past the watchdog's shutdown */
+	tbt_sleep_ms(600); /* past the watchdog's shutdown */
 	errno = 0;
 	r = (int)recv(victim, &c, 1, MSG_DONTWAIT);
 	err = errno;

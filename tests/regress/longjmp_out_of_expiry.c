@@ -60,14 +60,6 @@ static int victim;
 static sigjmp_buf env;
 static volatile sig_atomic_t jumped;
 
-static void nap(int ms)
-{
-	struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&t, &t) < 0 && errno == EINTR)
-		;
-}
-
 static void on_usr1(int sig)
 {
 	(void)sig;
@@ -86,7 +78,7 @@ static void *waiter(void *arg)
 
 static void *kicker(void *arg)
 {
-	nap(300);
+	tbt_sleep_ms(300);
 	pthread_kill((pthread_t)arg, SIGUSR1);
 	return NULL;
 }
@@ -113,7 +105,7 @@ int main(int argc, char **argv)
 	TBR_CHECK(peer >= 0, "accept: %s", strerror(errno));
 	pthread_create(&w, NULL, waiter, NULL);
 	pthread_detach(w); /* not joined: it may still run at exit */
-	nap(400);
+	tbt_sleep_ms(400);
 	prctl(PR_SET_NAME, "tbr-late");
 	pthread_create(&k, NULL, kicker, (void *)pthread_self());
 	pthread_detach(k); /* not joined: it may still run at exit */

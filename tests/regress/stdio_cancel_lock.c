@@ -19,23 +19,6 @@ static FILE *stream;
 static int how;
 static atomic_int reader_tid;
 
-/* Whether thread tid of this process is in the system call numbered nr (/proc). */
-static int in_syscall(int tid, long nr)
-{
-	char path[64];
-	long got = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
-	f = fopen(path, "r");
-	if (f == NULL)
-		return 0;
-	if (fscanf(f, "%ld", &got) != 1)
-		got = -1;
-	fclose(f);
-	return got == nr;
-}
-
 static void *reader(void *arg)
 {
 	char buf[64], *line = NULL;
@@ -87,10 +70,10 @@ int main(int argc, char **argv)
 		TBR_CHECK(stream != NULL, "fdopen: %s", strerror(errno));
 		atomic_store(&reader_tid, 0);
 		TBR_CHECK(pthread_create(&t, NULL, reader, NULL) == 0, "pthread_create");
-		/* Cancelled only once blocked in its refill's read (SYS_read), the FILE locked. */
+		/* Cancelled only once blocked in its refill's read, the FILE locked. */
 		for (int ms = 0; !(atomic_load(&reader_tid) != 0 &&
-				   in_syscall(atomic_load(&reader_tid), SYS_read)); ms++) {
-			TBR_CHECK(ms < 5000, "the %s reader never blocked in read()", names[how]);
+				   tbr_thread_sleeping(atomic_load(&reader_tid))); ms++) {
+			TBR_CHECK(ms < 5000, "the %s reader never blocked", names[how]);
 			tbt_sleep_ms(1);
 		}
 		pthread_cancel(t);

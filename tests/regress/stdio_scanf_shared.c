@@ -18,10 +18,21 @@
 
 static FILE *stream;
 static int scanned = -1, scan_rc = -99, peer;
+static atomic_int scan_tid, main_tid;
+
+/* Until thread *tid is known and blocked in the kernel (5 s at most). */
+static void await_blocked(atomic_int *tid, const char *who)
+{
+	for (int ms = 0; !(atomic_load(tid) != 0 && tbr_thread_sleeping(atomic_load(tid))); ms++) {
+		TBR_CHECK(ms < 5000, "%s never blocked", who);
+		tbt_sleep_ms(1);
+	}
+}
 
 static void *scanner(void *arg)
 {
 	(void)arg;
+	atomic_store(&scan_tid, (int)syscall(SYS_gettid));
 	scan_rc = fscanf(stream, "%d", &scanned);
 	return NULL;
 }
@@ -29,7 +40,8 @@ static void *scanner(void *arg)
 static void *late_peer(void *arg)
 {
 	(void)arg;
-	tbt_sleep_ms(300); /* both threads are reading by now */
+	/* The main thread's fgets is blocked: natively on the FILE the scan holds. */
+	await_blocked(&main_tid, "the main thread's fgets");
 	if (write(peer, "12\nab\n", 6) != 6)
 		perror("write");
 	return NULL;
@@ -41,6 +53,7 @@ int main(int argc, char **argv)
 
 	(void)argc;
 	tbr_preload_self(argv, "TIMEBOX_READ_TIMEOUT=2s", NULL);
+	atomic_store(&main_tid, (int)syscall(SYS_gettid));
 	lfd = tbr_listen(&port);
 	for (int i = 0; i < 5; i++) {
 		int sock = tbr_connect(port);
@@ -52,8 +65,9 @@ int main(int argc, char **argv)
 		stream = fdopen(sock, "r");
 		TBR_CHECK(stream != NULL, "fdopen: %s", strerror(errno));
 		scanned = -1;
+		atomic_store(&scan_tid, 0);
 		TBR_CHECK(pthread_create(&ts, NULL, scanner, NULL) == 0, "pthread_create");
-		tbt_sleep_ms(100); /* the scan is under way: natively it holds the FILE */
+		await_blocked(&scan_tid, "the scan"); /* in its read: natively holding the FILE */
 		TBR_CHECK(pthread_create(&tp, NULL, late_peer, NULL) == 0, "pthread_create");
 		got = fgets(buf, sizeof(buf), stream);
 		pthread_join(ts, NULL);
