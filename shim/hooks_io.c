@@ -176,10 +176,12 @@ static TB_SLOW __attribute__((cold)) ssize_t governed_prop_one(struct tb_sock *s
  * would make every hook save and restore registers even for an untracked fd, whose whole
  * path must stay a bounds check, a load and a tail call into libc.
  * `sigpipe`: the program's own call would raise SIGPIPE on EPIPE (see tb_xfer_end).
+ * `call` is made when it may block; `nowait` (the same as its system call, real.h's
+ * TB_NOWAIT) when it cannot: MSG_DONTWAIT, or a governed socket that is non-blocking.
  * `none` (looked at only when the call returned 0): a read that asked for no bytes
  * (end_asked_none).
  */
-#define GOVERNED_IO(side, dontwait, sigpipe_, buf_, iov_, iovcnt_, peek_, call, none)       \
+#define GOVERNED_IO(side, dontwait, sigpipe_, buf_, iov_, iovcnt_, peek_, call, nowait, none) \
 	do {                                                                                \
 		struct tb_xfer x_;                                                          \
 		ssize_t r_;                                                                 \
@@ -188,17 +190,17 @@ static TB_SLOW __attribute__((cold)) ssize_t governed_prop_one(struct tb_sock *s
 		x_.sigpipe = (sigpipe_);                                                    \
 		x_.peek = (peek_);                                                          \
 		tb_xfer_data(&x_, (buf_), (iov_), (iovcnt_));                               \
-		r_ = (call);                                                                \
+		r_ = (dontwait) || (x_.s != NULL && !x_.can_block) ? (nowait) : (call);      \
 		if (TB_UNLIKELY(r_ == 0) && (none))                                         \
 			return end_asked_none(&x_);                                         \
 		return tb_xfer_end(&x_, r_);                                                \
 	} while (0)
 
 /* A send (a 0 it returns is no end of file); a read. */
-#define GOVERNED(side, dontwait, sigpipe_, buf_, iov_, iovcnt_, peek_, call)                \
-	GOVERNED_IO(side, dontwait, sigpipe_, buf_, iov_, iovcnt_, peek_, call, false)
-#define GOVERNED_RD(dontwait, buf_, iov_, iovcnt_, peek_, call, none)                       \
-	GOVERNED_IO(TB_RD, dontwait, false, buf_, iov_, iovcnt_, peek_, call, none)
+#define GOVERNED(side, dontwait, sigpipe_, buf_, iov_, iovcnt_, peek_, call, nowait)        \
+	GOVERNED_IO(side, dontwait, sigpipe_, buf_, iov_, iovcnt_, peek_, call, nowait, false)
+#define GOVERNED_RD(dontwait, buf_, iov_, iovcnt_, peek_, call, nowait, none)               \
+	GOVERNED_IO(TB_RD, dontwait, false, buf_, iov_, iovcnt_, peek_, call, nowait, none)
 
 /*
  * A read that asked for no bytes returns 0 with the connection open (read and readv at once,
@@ -229,7 +231,8 @@ static size_t iov_total(const struct iovec *iov, size_t cnt)
 
 static TB_SLOW ssize_t governed_read(struct tb_sock *s, int fd, void *buf, size_t n)
 {
-	GOVERNED_RD(false, buf, NULL, 0, false, tb_real.read(fd, buf, n), n == 0);
+	GOVERNED_RD(false, buf, NULL, 0, false, tb_real.read(fd, buf, n),
+		    tb_real_read_nowait(fd, buf, n), n == 0);
 }
 
 TB_EXPORT ssize_t read(int fd, void *buf, size_t n)
@@ -300,8 +303,7 @@ static TB_SLOW ssize_t governed_send_try(struct tb_sock *s, int fd, const void *
 	if (TB_UNLIKELY(x.s == NULL))
 		return own_send(fd, buf, n, own_flags); /* not ours (any more) */
 	/* own_flags never hold MSG_DONTWAIT here (governed_send): the try is ours. */
-	r = x.can_block ? tb_real_send_nowait(fd, buf, n, flags | MSG_DONTWAIT)
-			: tb_real.send(fd, buf, n, flags);
+	r = tb_real_send_nowait(fd, buf, n, x.can_block ? flags | MSG_DONTWAIT : flags);
 	if (TB_UNLIKELY(r < 0 && errno == ENOTSOCK)) {
 		/* The number was closed unseen and now names a file or a pipe (see above). */
 		tb_xfer_abandon_stale(&x);
@@ -406,8 +408,7 @@ static TB_SLOW ssize_t governed_sendmsg_try(struct tb_sock *s, int fd, const str
 		return -1;
 	if (TB_UNLIKELY(x.s == NULL))
 		return own_sendmsg(fd, msg, own_flags); /* not ours (any more) */
-	r = x.can_block ? tb_real_sendmsg_nowait(fd, msg, flags | MSG_DONTWAIT)
-			: tb_real.sendmsg(fd, msg, flags);
+	r = tb_real_sendmsg_nowait(fd, msg, x.can_block ? flags | MSG_DONTWAIT : flags);
 	if (TB_UNLIKELY(r < 0 && errno == ENOTSOCK)) {
 		/* The number was closed unseen and now names a file or a pipe (see above). */
 		tb_xfer_abandon_stale(&x);
@@ -429,6 +430,7 @@ static TB_SLOW ssize_t governed_sendmsg_try(struct tb_sock *s, int fd, const str
 static TB_SLOW ssize_t governed_readv(struct tb_sock *s, int fd, const struct iovec *iov, int n)
 {
 	GOVERNED_RD(false, NULL, iov, (size_t)n, false, tb_real.readv(fd, iov, n),
+		    tb_real_readv_nowait(fd, iov, n),
 		    iov_total(iov, (size_t)n) == 0);
 }
 
@@ -529,7 +531,8 @@ TB_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t n)
 
 static TB_SLOW ssize_t governed_recv(struct tb_sock *s, int fd, void *buf, size_t n, int flags)
 {
-	GOVERNED_RD(flags & MSG_DONTWAIT, SEEN(flags, buf), NULL, 0, flags & MSG_PEEK, tb_real.recv(fd, buf, n, flags), n == 0);
+	GOVERNED_RD(flags & MSG_DONTWAIT, SEEN(flags, buf), NULL, 0, flags & MSG_PEEK, tb_real.recv(fd, buf, n, flags),
+		    tb_real_recv_nowait(fd, buf, n, flags), n == 0);
 }
 
 TB_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
@@ -559,7 +562,8 @@ static TB_SLOW ssize_t governed_send(struct tb_sock *s, int fd, const void *buf,
 		return governed_prop_one(s, fd, buf, n, flags);
 	if (!(flags & MSG_DONTWAIT) && !ONE_CALL(flags))
 		return governed_send_try(s, fd, buf, n, flags);
-	GOVERNED(TB_WR, flags & MSG_DONTWAIT, !(flags & MSG_NOSIGNAL), buf, NULL, 0, false, tb_real.send(fd, buf, n, flags | MSG_NOSIGNAL));
+	GOVERNED(TB_WR, flags & MSG_DONTWAIT, !(flags & MSG_NOSIGNAL), buf, NULL, 0, false, tb_real.send(fd, buf, n, flags | MSG_NOSIGNAL),
+		 tb_real_send_nowait(fd, buf, n, flags | MSG_NOSIGNAL));
 }
 
 TB_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
@@ -576,7 +580,8 @@ TB_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 
 static TB_SLOW ssize_t governed_recvfrom(struct tb_sock *s, int fd, void *buf, size_t n, int flags, struct sockaddr *addr, socklen_t *alen)
 {
-	GOVERNED_RD(flags & MSG_DONTWAIT, SEEN(flags, buf), NULL, 0, flags & MSG_PEEK, tb_real.recvfrom(fd, buf, n, flags, addr, alen), n == 0);
+	GOVERNED_RD(flags & MSG_DONTWAIT, SEEN(flags, buf), NULL, 0, flags & MSG_PEEK, tb_real.recvfrom(fd, buf, n, flags, addr, alen),
+		    tb_real_recvfrom_nowait(fd, buf, n, flags, addr, alen), n == 0);
 }
 
 TB_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *addr, socklen_t *alen)
@@ -610,7 +615,8 @@ static TB_SLOW ssize_t governed_sendto(struct tb_sock *s, int fd, const void *bu
 
 		return governed_prop(s, fd, &one, 1, flags, &m);
 	}
-	GOVERNED(TB_WR, flags & MSG_DONTWAIT, !(flags & MSG_NOSIGNAL), buf, NULL, 0, false, tb_real.sendto(fd, buf, n, flags | MSG_NOSIGNAL, addr, alen));
+	GOVERNED(TB_WR, flags & MSG_DONTWAIT, !(flags & MSG_NOSIGNAL), buf, NULL, 0, false, tb_real.sendto(fd, buf, n, flags | MSG_NOSIGNAL, addr, alen),
+		 tb_real_sendto_nowait(fd, buf, n, flags | MSG_NOSIGNAL, addr, alen));
 }
 
 TB_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *addr, socklen_t alen)
@@ -627,7 +633,8 @@ TB_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const str
 
 static TB_SLOW ssize_t governed_recvmsg(struct tb_sock *s, int fd, struct msghdr *msg, int flags)
 {
-	GOVERNED_RD(flags & MSG_DONTWAIT, NULL, msg != NULL && !(flags & MSG_TRUNC) ? msg->msg_iov : NULL, msg != NULL ? msg->msg_iovlen : 0, flags & MSG_PEEK, tb_real.recvmsg(fd, msg, flags), msg != NULL && iov_total(msg->msg_iov, (size_t)msg->msg_iovlen) == 0);
+	GOVERNED_RD(flags & MSG_DONTWAIT, NULL, msg != NULL && !(flags & MSG_TRUNC) ? msg->msg_iov : NULL, msg != NULL ? msg->msg_iovlen : 0, flags & MSG_PEEK, tb_real.recvmsg(fd, msg, flags),
+		    tb_real_recvmsg_nowait(fd, msg, flags), msg != NULL && iov_total(msg->msg_iov, (size_t)msg->msg_iovlen) == 0);
 }
 
 TB_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
@@ -650,7 +657,8 @@ static TB_SLOW ssize_t governed_sendmsg(struct tb_sock *s, int fd, const struct 
 	if (!(flags & MSG_DONTWAIT) && !ONE_CALL(flags) && msg != NULL && msg->msg_iovlen <= IOV_MAX &&
 	    (msg->msg_iov != NULL || msg->msg_iovlen == 0))
 		return governed_sendmsg_try(s, fd, msg, flags);
-	GOVERNED(TB_WR, flags & MSG_DONTWAIT, !(flags & MSG_NOSIGNAL), NULL, msg != NULL ? msg->msg_iov : NULL, msg != NULL ? msg->msg_iovlen : 0, false, tb_real.sendmsg(fd, msg, flags | MSG_NOSIGNAL));
+	GOVERNED(TB_WR, flags & MSG_DONTWAIT, !(flags & MSG_NOSIGNAL), NULL, msg != NULL ? msg->msg_iov : NULL, msg != NULL ? msg->msg_iovlen : 0, false, tb_real.sendmsg(fd, msg, flags | MSG_NOSIGNAL),
+		 tb_real_sendmsg_nowait(fd, msg, flags | MSG_NOSIGNAL));
 }
 
 TB_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)

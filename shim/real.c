@@ -392,7 +392,31 @@ static TB_BINDER void bind_stdio(struct range self)
 	BIND_STDIO(fflush_unlocked);
 }
 
-bool tb_real_send_direct, tb_real_sendmsg_direct;
+unsigned tb_real_direct;
+
+/* The bits of tb_real_direct (real.h): each transfer that lies in libc's object. */
+static unsigned direct_bits(struct range libc)
+{
+	static const struct {
+		void **slot;
+		unsigned bit;
+	} t[] = {
+		{ (void **)&tb_real.read, TB_DIRECT_READ },
+		{ (void **)&tb_real.readv, TB_DIRECT_READV },
+		{ (void **)&tb_real.recv, TB_DIRECT_RECV },
+		{ (void **)&tb_real.recvfrom, TB_DIRECT_RECVFROM },
+		{ (void **)&tb_real.recvmsg, TB_DIRECT_RECVMSG },
+		{ (void **)&tb_real.send, TB_DIRECT_SEND },
+		{ (void **)&tb_real.sendto, TB_DIRECT_SENDTO },
+		{ (void **)&tb_real.sendmsg, TB_DIRECT_SENDMSG },
+	};
+	unsigned bits = 0;
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (in_range(libc, *t[i].slot))
+			bits |= t[i].bit;
+	return bits;
+}
 
 
 static TB_BINDER void bind_all(void)
@@ -440,15 +464,13 @@ static TB_BINDER void bind_all(void)
 	BIND(epoll_wait);
 	BIND(epoll_pwait);
 	BIND(epoll_pwait2);
-	/* send and sendmsg are libc's own when they lie in the object that starts the program
-	 * (no library loaded after timebox wraps them): only then may a send that cannot
-	 * block be made as its system call (tb_real_send_nowait). */
+	/* The transfers are libc's own when they lie in the object that starts the program
+	 * (no library loaded after timebox wraps them): only then may one that cannot block
+	 * be made as its system call (real.h, TB_NOWAIT). */
 	{
 		void *start = dlsym(RTLD_DEFAULT, "__libc_start_main");
-		struct range libc = start != NULL ? range_of(start) : (struct range){ 0, 0 };
 
-		tb_real_send_direct = in_range(libc, (void *)tb_real.send);
-		tb_real_sendmsg_direct = in_range(libc, (void *)tb_real.sendmsg);
+		tb_real_direct = start != NULL ? direct_bits(range_of(start)) : 0;
 	}
 	/* glibc before 2.28 has no fcntl64: forward both names to fcntl. */
 	if (tb_real.fcntl64 == raw_fcntl64)

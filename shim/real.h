@@ -131,42 +131,97 @@ extern struct tb_real tb_real;
  */
 int tb_real_bind(void);
 
-/* tb_real.send and tb_real.sendmsg are libc's own (set by the binding): see
- * tb_real_send_nowait. */
-extern bool tb_real_send_direct, tb_real_sendmsg_direct;
+/*
+ * Which transfers of tb_real are libc's own (TB_DIRECT_* bits, set by the binding): those
+ * whose function lies in the object that holds __libc_start_main. A library preloaded
+ * after timebox that wraps one (a tracer, socket_wrapper) is always called.
+ */
+enum {
+	TB_DIRECT_READ = 1u << 0,
+	TB_DIRECT_READV = 1u << 1,
+	TB_DIRECT_RECV = 1u << 2,
+	TB_DIRECT_RECVFROM = 1u << 3,
+	TB_DIRECT_RECVMSG = 1u << 4,
+	TB_DIRECT_SEND = 1u << 5,
+	TB_DIRECT_SENDTO = 1u << 6,
+	TB_DIRECT_SENDMSG = 1u << 7,
+};
+extern unsigned tb_real_direct;
+
+#if defined(SYS_read) && defined(SYS_readv) && defined(SYS_recvfrom) && defined(SYS_recvmsg) && \
+	defined(SYS_sendto) && defined(SYS_sendmsg)
+#define TB_NOWAIT_SYSCALLS 1 /* (i386's socketcall-only kernels have no sendto of its own) */
+#endif
 
 /*
- * send(2) with flags that hold MSG_DONTWAIT: it cannot block, so it needs none of the
- * cancellation point's work around the system call that libc's send does in a process with
- * threads (two atomic compare-and-swaps on the thread's cancellation word, to switch
- * asynchronous cancellation on and off) - timebox's own threads make every governed
- * process one. A cancellation already pending is acted on first, as libc's send would;
- * then the system call itself (sendto, as libc makes it). Only while send is libc's: a
- * library preloaded after timebox that wraps send is always called.
+ * A transfer that cannot block - MSG_DONTWAIT in its flags, or on a socket whose open file
+ * description is non-blocking - made as its system call. libc's read, recv, send... are
+ * cancellation points: in a process with threads (timebox's own make every governed
+ * process one) each switches asynchronous cancellation on and off around its system call,
+ * two atomic compare-and-swaps on the thread's cancellation word, what an event loop's
+ * every read and write paid for timebox's threads. A call that cannot block needs neither:
+ * a cancellation already pending is acted on first (pthread_testcancel, as libc does on
+ * entry), then the system call libc makes. Only while the function is libc's own
+ * (tb_real_direct); `libc_call` otherwise. For O_NONBLOCK, timebox's view of the flag is
+ * the one its hooks saw (connect, fcntl, ioctl): a flag cleared where they could not see
+ * (another process sharing the description) makes such a call block outside a
+ * cancellation point (docs/limitations.md).
  */
-static inline ssize_t tb_real_send_nowait(int fd, const void *buf, size_t n, int flags)
-{
-#ifdef SYS_sendto
-	if (!tb_real_send_direct)
-		return tb_real.send(fd, buf, n, flags);
-	pthread_testcancel();
-	return syscall(SYS_sendto, fd, buf, n, flags, NULL, 0);
-#else /* no sendto system call of its own (i386's socketcall) */
-	return tb_real.send(fd, buf, n, flags);
+#ifdef TB_NOWAIT_SYSCALLS
+#define TB_NOWAIT(bit, libc_call, ...)                                                     \
+	(__builtin_expect((tb_real_direct & (bit)) != 0, 1)                                 \
+		 ? (pthread_testcancel(), (ssize_t)syscall(__VA_ARGS__))                     \
+		 : (libc_call))
+#else
+#define TB_NOWAIT(bit, libc_call, ...) (libc_call)
 #endif
+
+static inline ssize_t tb_real_read_nowait(int fd, void *buf, size_t n)
+{
+	return TB_NOWAIT(TB_DIRECT_READ, tb_real.read(fd, buf, n), SYS_read, fd, buf, n);
 }
 
-/* sendmsg(2) with flags that hold MSG_DONTWAIT: as tb_real_send_nowait. */
+static inline ssize_t tb_real_readv_nowait(int fd, const struct iovec *iov, int n)
+{
+	return TB_NOWAIT(TB_DIRECT_READV, tb_real.readv(fd, iov, n), SYS_readv, fd, iov, n);
+}
+
+static inline ssize_t tb_real_recv_nowait(int fd, void *buf, size_t n, int flags)
+{
+	return TB_NOWAIT(TB_DIRECT_RECV, tb_real.recv(fd, buf, n, flags), SYS_recvfrom, fd, buf,
+			 n, flags, NULL, NULL);
+}
+
+static inline ssize_t tb_real_recvfrom_nowait(int fd, void *buf, size_t n, int flags,
+					      struct sockaddr *addr, socklen_t *alen)
+{
+	return TB_NOWAIT(TB_DIRECT_RECVFROM, tb_real.recvfrom(fd, buf, n, flags, addr, alen),
+			 SYS_recvfrom, fd, buf, n, flags, addr, alen);
+}
+
+static inline ssize_t tb_real_recvmsg_nowait(int fd, struct msghdr *msg, int flags)
+{
+	return TB_NOWAIT(TB_DIRECT_RECVMSG, tb_real.recvmsg(fd, msg, flags), SYS_recvmsg, fd,
+			 msg, flags);
+}
+
+static inline ssize_t tb_real_send_nowait(int fd, const void *buf, size_t n, int flags)
+{
+	return TB_NOWAIT(TB_DIRECT_SEND, tb_real.send(fd, buf, n, flags), SYS_sendto, fd, buf, n,
+			 flags, NULL, 0);
+}
+
+static inline ssize_t tb_real_sendto_nowait(int fd, const void *buf, size_t n, int flags,
+					    const struct sockaddr *addr, socklen_t alen)
+{
+	return TB_NOWAIT(TB_DIRECT_SENDTO, tb_real.sendto(fd, buf, n, flags, addr, alen),
+			 SYS_sendto, fd, buf, n, flags, addr, alen);
+}
+
 static inline ssize_t tb_real_sendmsg_nowait(int fd, const struct msghdr *msg, int flags)
 {
-#ifdef SYS_sendmsg
-	if (!tb_real_sendmsg_direct)
-		return tb_real.sendmsg(fd, msg, flags);
-	pthread_testcancel();
-	return syscall(SYS_sendmsg, fd, msg, flags);
-#else
-	return tb_real.sendmsg(fd, msg, flags);
-#endif
+	return TB_NOWAIT(TB_DIRECT_SENDMSG, tb_real.sendmsg(fd, msg, flags), SYS_sendmsg, fd, msg,
+			 flags);
 }
 
 /*

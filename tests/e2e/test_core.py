@@ -324,6 +324,29 @@ def test_send_wrapped_by_a_later_library_reaches_it():
     assert r.stderr == "", r
 
 
+def test_nonblocking_reads_and_sends_are_still_cancellation_points():
+    """On a non-blocking socket timebox makes reads and sends as their system calls (they
+    cannot block): a thread with a cancellation request pending still ends at read() and
+    at send(), before anything moves, as natively."""
+    native = lib.run([SENDCHECK, "nbcancel"], env=lib.native_env())
+    governed = lib.run([SENDCHECK, "nbcancel"], env=lib.preload_env(LIMITS))
+    want = "read: canceled=1 bytes=0 send: canceled=1 bytes=0"
+    assert native.returncode == 0 and native.stdout.strip() == want, native
+    assert governed.returncode == 0 and governed.stdout == native.stdout, governed
+    assert governed.stderr == "", governed
+
+
+def test_nonblocking_calls_wrapped_by_a_later_library_reach_it():
+    """A library preloaded after timebox that wraps send, read and recv sees every one of
+    them on a non-blocking governed socket too."""
+    env = lib.preload_env(LIMITS)
+    env["LD_PRELOAD"] += " " + SENDWRAP
+    r = lib.run([SENDCHECK, "nbcount"], env=env)
+    assert r.returncode == 0, r
+    assert r.stdout.strip() == "sends=10 wrapped=10 reads=10 rwrapped=10", r
+    assert r.stderr == "", r
+
+
 def test_gathered_send_moves_every_byte():
     """writev and sendmsg of 3 MB in 100 pieces through a 64 KB send buffer: tried without
     blocking, then the rest under a wait; every byte arrives, in order, as natively."""

@@ -11,6 +11,13 @@
  *   count   Sends 10 one-byte messages on such a socket, then reads the counter of
  *           sendwrap.so (tests/e2e/lib/sendwrap.c), a library preloaded after timebox that
  *           wraps send: every send must still reach it. Prints "sends=10 wrapped=N".
+ *   nbcancel  As cancel, on a non-blocking socket (whose reads and sends cannot block, so
+ *           timebox makes them as their system calls too), once for read() and once for
+ *           send(): each is still a cancellation point. Prints
+ *           "read: canceled=1 bytes=0 send: canceled=1 bytes=0".
+ *   nbcount As count, on a non-blocking socket, and the 10 bytes echoed back are read one
+ *           read() and one recv() at a time: every call reaches sendwrap.so. Prints
+ *           "sends=10 wrapped=10 reads=10 rwrapped=10".
  *
  *   gather  writev (then sendmsg) of 3 MB in 100 pieces of uneven sizes through a 64 KB
  *           send buffer to a reader that takes 16 KB at a time: the try moves what fits
@@ -25,8 +32,11 @@
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,33 +89,72 @@ static void await_stage(int s)
 	pthread_mutex_unlock(&lock);
 }
 
+/* The thread's call: send(), or (arg non-NULL) read() of the byte the server sent. */
 static void *sender(void *arg)
 {
-	(void)arg;
+	char c;
+
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
 	set_stage(1);
 	await_stage(2);
 	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL); /* not a cancellation point */
-	send(client_fd, "x", 1, 0); /* is one: the pending request ends the thread here */
+	/* Each is one: the pending request ends the thread here. */
+	if (arg != NULL)
+		(void)!read(client_fd, &c, 1);
+	else
+		send(client_fd, "x", 1, 0);
 	return NULL;
 }
 
-static int cancel_mode(void)
+static void nonblocking(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		die("fcntl");
+}
+
+/* One cancelled call; `rd`: a read of the byte the server sent (what it left unread is
+ * counted), otherwise a send (what reached the server is counted). */
+static void cancel_one(bool rd, const char *label)
 {
 	pthread_t t;
 	void *ret;
 	char c;
 	ssize_t got;
 
-	pair();
-	if (pthread_create(&t, NULL, sender, NULL) != 0)
+	stage = 0;
+	if (rd && send(server_fd, "z", 1, 0) != 1)
+		die("send");
+	if (pthread_create(&t, NULL, sender, rd ? (void *)1 : NULL) != 0)
 		die("pthread_create");
 	await_stage(1);
 	pthread_cancel(t);
 	set_stage(2);
 	pthread_join(t, &ret);
-	got = recv(server_fd, &c, 1, MSG_DONTWAIT);
-	printf("canceled=%d bytes=%zd\n", ret == PTHREAD_CANCELED, got < 0 ? (ssize_t)0 : got);
+	if (rd) { /* the byte is still there: the read never ran */
+		struct pollfd p = { .fd = client_fd, .events = POLLIN };
+
+		got = poll(&p, 1, 1000) == 1 && recv(client_fd, &c, 1, MSG_DONTWAIT) == 1 ? 0 : 1;
+	} else {
+		got = recv(server_fd, &c, 1, MSG_DONTWAIT);
+	}
+	printf("%scanceled=%d bytes=%zd", label, ret == PTHREAD_CANCELED,
+	       got < 0 ? (ssize_t)0 : got);
+}
+
+static int cancel_mode(bool nb)
+{
+	pair();
+	if (!nb) {
+		cancel_one(false, "");
+		printf("\n");
+		return 0;
+	}
+	nonblocking(client_fd);
+	cancel_one(true, "read: ");
+	cancel_one(false, " send: ");
+	printf("\n");
 	return 0;
 }
 
@@ -128,6 +177,37 @@ static int count_mode(void)
 	}
 	wrapped = dlsym(RTLD_DEFAULT, "sendwrap_calls");
 	printf("sends=10 wrapped=%d\n", wrapped != NULL ? (int)*wrapped : -1);
+	return 0;
+}
+
+static int nbcount_mode(void)
+{
+	unsigned *wrapped, *rwrapped;
+	char buf[16];
+	int reads = 0;
+
+	pair();
+	nonblocking(client_fd);
+	for (int i = 0; i < 10; i++)
+		if (send(client_fd, "y", 1, 0) != 1)
+			die("send");
+	if (write(server_fd, "0123456789", 10) != 10) /* not send: only the client's count */
+		die("write");
+	while (reads < 10) { /* one byte per call, read() and recv() in turn */
+		struct pollfd p = { .fd = client_fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&p, 1, 5000) != 1)
+			die("poll");
+		n = reads % 2 ? recv(client_fd, buf, 1, 0) : read(client_fd, buf, 1);
+		if (n != 1)
+			die("read");
+		reads++;
+	}
+	wrapped = dlsym(RTLD_DEFAULT, "sendwrap_calls");
+	rwrapped = dlsym(RTLD_DEFAULT, "readwrap_calls");
+	printf("sends=10 wrapped=%d reads=%d rwrapped=%d\n", wrapped != NULL ? (int)*wrapped : -1,
+	       reads, rwrapped != NULL ? (int)*rwrapped : -1);
 	return 0;
 }
 
@@ -238,9 +318,13 @@ int main(int argc, char **argv)
 	if (argc == 2 && strcmp(argv[1], "stall") == 0)
 		return stall_mode();
 	if (argc == 2 && strcmp(argv[1], "cancel") == 0)
-		return cancel_mode();
+		return cancel_mode(false);
+	if (argc == 2 && strcmp(argv[1], "nbcancel") == 0)
+		return cancel_mode(true);
 	if (argc == 2 && strcmp(argv[1], "count") == 0)
 		return count_mode();
+	if (argc == 2 && strcmp(argv[1], "nbcount") == 0)
+		return nbcount_mode();
 	fprintf(stderr, "usage: sendcheck cancel|count|gather|stall\n");
 	return 2;
 }
