@@ -60,13 +60,21 @@ static TB_SLOW ssize_t inbound_readv(int fd, const struct iovec *iov, int n)
 	return r;
 }
 
-/* MSG_PEEK bytes will be read again, MSG_TRUNC ones were never copied: neither is fed. */
+/*
+ * Reads whose bytes are not the stream's: MSG_PEEK's will be read again, MSG_OOB returns
+ * TCP's urgent byte (which the kernel keeps out of the stream), MSG_ERRQUEUE the socket's
+ * error queue (a timestamped send's own packet, a notification). They are fed neither to
+ * an inbound request's head parser (regress/propagate_inbound_oob), where MSG_TRUNC bytes,
+ * never copied, are not fed either, nor to a governed socket's framing (regress/framing_oob).
+ */
+#define NOT_STREAM (MSG_PEEK | MSG_OOB | MSG_ERRQUEUE)
+
 static TB_SLOW ssize_t inbound_recvfrom(int fd, void *buf, size_t n, int flags,
 					struct sockaddr *addr, socklen_t *alen)
 {
 	ssize_t r = tb_real.recvfrom(fd, buf, n, flags, addr, alen);
 
-	if (r > 0 && !(flags & (MSG_PEEK | MSG_TRUNC)))
+	if (r > 0 && !(flags & (NOT_STREAM | MSG_TRUNC)))
 		tb_pin_consumed(fd, buf, NULL, 0, (size_t)r);
 	return r;
 }
@@ -75,7 +83,7 @@ static TB_SLOW ssize_t inbound_recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	ssize_t r = tb_real.recvmsg(fd, msg, flags);
 
-	if (r > 0 && !(flags & (MSG_PEEK | MSG_TRUNC)))
+	if (r > 0 && !(flags & (NOT_STREAM | MSG_TRUNC)))
 		tb_pin_consumed(fd, NULL, msg->msg_iov, msg->msg_iovlen, (size_t)r);
 	return r;
 }
@@ -529,9 +537,18 @@ TB_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t n)
  */
 #define SEEN(flags, buf) ((flags) & MSG_TRUNC ? NULL : (buf))
 
+/*
+ * A read of the error queue (MSG_ERRQUEUE: a zerocopy send's completion, a timestamp)
+ * never blocks and moves none of the stream's bytes: it is the program's own call, no
+ * transfer. Its 0 (a completion carries no data) is no end of file, and its bytes no
+ * response: taken for either, a breaker counted each zerocopy program's completion read
+ * as a reset (regress/errqueue_not_eof). So in recv, recvfrom and recvmsg.
+ */
 static TB_SLOW ssize_t governed_recv(struct tb_sock *s, int fd, void *buf, size_t n, int flags)
 {
-	GOVERNED_RD(flags & MSG_DONTWAIT, SEEN(flags, buf), NULL, 0, flags & MSG_PEEK, tb_real.recv(fd, buf, n, flags),
+	if (TB_UNLIKELY(flags & MSG_ERRQUEUE))
+		return tb_real.recv(fd, buf, n, flags);
+	GOVERNED_RD(flags & MSG_DONTWAIT, SEEN(flags, buf), NULL, 0, flags & NOT_STREAM, tb_real.recv(fd, buf, n, flags),
 		    tb_real_recv_nowait(fd, buf, n, flags), n == 0);
 }
 
@@ -580,7 +597,9 @@ TB_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 
 static TB_SLOW ssize_t governed_recvfrom(struct tb_sock *s, int fd, void *buf, size_t n, int flags, struct sockaddr *addr, socklen_t *alen)
 {
-	GOVERNED_RD(flags & MSG_DONTWAIT, SEEN(flags, buf), NULL, 0, flags & MSG_PEEK, tb_real.recvfrom(fd, buf, n, flags, addr, alen),
+	if (TB_UNLIKELY(flags & MSG_ERRQUEUE))
+		return tb_real.recvfrom(fd, buf, n, flags, addr, alen);
+	GOVERNED_RD(flags & MSG_DONTWAIT, SEEN(flags, buf), NULL, 0, flags & NOT_STREAM, tb_real.recvfrom(fd, buf, n, flags, addr, alen),
 		    tb_real_recvfrom_nowait(fd, buf, n, flags, addr, alen), n == 0);
 }
 
@@ -633,7 +652,9 @@ TB_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const str
 
 static TB_SLOW ssize_t governed_recvmsg(struct tb_sock *s, int fd, struct msghdr *msg, int flags)
 {
-	GOVERNED_RD(flags & MSG_DONTWAIT, NULL, msg != NULL && !(flags & MSG_TRUNC) ? msg->msg_iov : NULL, msg != NULL ? msg->msg_iovlen : 0, flags & MSG_PEEK, tb_real.recvmsg(fd, msg, flags),
+	if (TB_UNLIKELY(flags & MSG_ERRQUEUE))
+		return tb_real.recvmsg(fd, msg, flags);
+	GOVERNED_RD(flags & MSG_DONTWAIT, NULL, msg != NULL && !(flags & MSG_TRUNC) ? msg->msg_iov : NULL, msg != NULL ? msg->msg_iovlen : 0, flags & NOT_STREAM, tb_real.recvmsg(fd, msg, flags),
 		    tb_real_recvmsg_nowait(fd, msg, flags), msg != NULL && iov_total(msg->msg_iov, (size_t)msg->msg_iovlen) == 0);
 }
 
@@ -707,7 +728,7 @@ static TB_SLOW int governed_recvmmsg(struct tb_sock *s, int fd, struct mmsghdr *
 	if (tb_xfer_begin(&x, s, fd, TB_RD, flags & MSG_DONTWAIT) < 0)
 		return -1;
 	x.sigpipe = false;
-	x.peek = flags & MSG_PEEK;
+	x.peek = flags & NOT_STREAM;
 	tb_xfer_data(&x, NULL, NULL, 0);
 	r = tb_real.recvmmsg(fd, v, n, flags, t);
 	if (r > 0 && mmsg_bytes(v, r) == 0 && mmsg_asked_none(v, r))

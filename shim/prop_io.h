@@ -49,10 +49,11 @@ void tb_pin_forget_range(unsigned lo, unsigned hi);
 void tb_pin_dup(int oldfd, int newfd);
 
 /*
- * The program consumed r > 0 bytes from fd (never MSG_PEEK or MSG_TRUNC bytes): buf, or
- * iov[0..iovcnt). On an inbound connection they go through its head parser: a head that
- * begins opens the calling thread's request budget, a head that ends with a deadline
- * tightens it (propagate on), a malformed value is logged (rate-limited). errno preserved.
+ * The program consumed r > 0 bytes of the stream from fd (never MSG_PEEK, MSG_TRUNC, MSG_OOB
+ * or MSG_ERRQUEUE bytes): buf, or iov[0..iovcnt). On an inbound connection they go through
+ * its head parser: a head that begins opens the calling thread's request budget, a head
+ * that ends with a deadline tightens it (propagate on), a malformed value is logged
+ * (rate-limited). errno preserved.
  */
 void tb_pin_consumed(int fd, const void *buf, const struct iovec *iov, size_t iovcnt, size_t r);
 

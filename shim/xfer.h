@@ -20,7 +20,7 @@ struct tb_xfer {
 	int rec;           /* the wait's entry in the thread's record (waits.h), -1 none */
 	unsigned rec_base;
 	bool sigpipe;      /* the program's send would raise SIGPIPE (no MSG_NOSIGNAL of its own) */
-	bool peek;         /* MSG_PEEK: the bytes will be read again, not fed to the framing */
+	bool peek;         /* MSG_PEEK, MSG_OOB, MSG_ERRQUEUE: not the stream's bytes, not fed */
 	int saved_errno;
 	int *errp;         /* &errno of the calling thread (set by tb_xfer_begin) */
 	int64_t now;       /* when the call began (set for sends and blocking reads) */
