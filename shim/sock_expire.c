@@ -100,20 +100,15 @@ static int find_fd(struct tb_sock *s, uint32_t gen)
 	return -1;
 }
 
-/* After find_fd failed, outside `busy`: a slot of the fd table that still points at s but
- * names something else is stale (the fd was closed where the hooks could not see it); it
- * is untracked, so that the object now behind that number is passed straight to libc. */
+/* After find_fd failed: a slot of the fd table that still points at s but names something
+ * else is stale (the fd was closed where the hooks could not see it); it is untracked, so
+ * that the object now behind that number is passed straight to libc. Checked and taken
+ * under `busy` (tb_sock_take_if_stale): without it, the program could close the number and
+ * a new connect get it, with the same pool entry, between the look and the take - which
+ * then took the live socket (regress/wd_stale_slot_reuse). */
 static void forget_stale_slot(struct tb_sock *s, uint32_t gen)
 {
-	int fd = atomic_load(&s->fd);
-	struct stat st;
-
-	if (fd < 0 || tb_fd_sock(fd) != s || TB_ST_GEN(tb_sock_word(s)) != gen)
-		return;
-	if (tb_fstat_raw(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
-	    (uint64_t)st.st_ino == atomic_load_explicit(&s->ino, memory_order_relaxed))
-		return;
-	if (tb_fd_take(fd) == s)
+	if (tb_sock_take_if_stale(s, gen, atomic_load(&s->fd)))
 		tb_sock_unref(s);
 }
 
