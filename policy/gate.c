@@ -177,6 +177,12 @@ void tb_gate_fork_child(struct tb_gate *g)
 	pthread_mutex_init(&g->lock, NULL);
 	g->head = g->tail = NULL;
 	atomic_store(&g->pending, 0);
+	atomic_store(&g->leased, 0);
+}
+
+void tb_gate_fork_held(struct tb_gate *g)
+{
+	atomic_fetch_add(&g->leased, 1);
 }
 
 struct tb_expiry tb_gate_wait_bound(int64_t now, int64_t acquire_ns, int64_t call_deadline)

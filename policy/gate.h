@@ -70,8 +70,16 @@ int tb_gate_resize(struct tb_gate *g, int max, atomic_uint **woken, int n);
  * false when a slot had already been handed to it (it then owns the slot). */
 bool tb_gate_cancel(struct tb_gate *g, struct tb_gate_waiter *w);
 
-/* Re-initialises the queue in a forked child: the waiting threads did not survive. */
+/*
+ * Re-initialises the gate in a forked child: the waiting threads did not survive, and
+ * neither did the slots other threads held between the gate and their socket's record of
+ * it (a connect under way, a close giving one back). Every slot is free: the caller counts
+ * back, with tb_gate_fork_held, each slot a socket of the child holds. As the queue, a
+ * fork from a signal handler above the forking thread's own gate step is not followed: a
+ * slot it had in hand is freed too.
+ */
 void tb_gate_fork_child(struct tb_gate *g);
+void tb_gate_fork_held(struct tb_gate *g);
 
 /*
  * How long a caller may wait at `now`: until acquire_ns (0: unbounded) has passed, or the

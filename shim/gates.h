@@ -39,7 +39,8 @@ void tb_gates_release(struct tb_gate *g, int slot_fd);
  * woken. A shared gate keeps its size. */
 void tb_gates_resize(struct tb_gate *g, int max);
 
-/* Forked child: the waiting threads did not survive; empty every queue. */
+/* Forked child: the waiting threads did not survive; empty every queue and free every
+ * slot, which the caller then counts back from the sockets (tb_sock_slots_fork_child). */
 void tb_gates_fork_child(void);
 
 /* One event=gate line per destination (leased, pending, max, acquired, timed_out,

@@ -21,6 +21,7 @@
 #include "real.h"
 #include "request.h"
 #include "service.h"
+#include "sock.h"
 #include "stats.h"
 #include "thread.h"
 #include "watchdog.h"
@@ -64,6 +65,7 @@ static void fork_child(void)
 	tb_configure_fork_child();
 	tb_wd_fork_child();
 	tb_gates_fork_child();
+	tb_sock_slots_fork_child(); /* the gates' slots the child's sockets hold */
 	tb_prot_fork_child();
 	tb_log_fork_child();
 }

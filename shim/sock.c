@@ -711,6 +711,17 @@ void tb_sock_fork_child(void)
 	pthread_mutex_init(&grow_lock, NULL);
 }
 
+static void count_slot(struct tb_sock *s)
+{
+	if (atomic_load_explicit(&s->has_slot, memory_order_relaxed))
+		tb_gate_fork_held(atomic_load_explicit(&tb_sock_rare(s)->gate, memory_order_relaxed));
+}
+
+void tb_sock_slots_fork_child(void)
+{
+	tb_sock_foreach(count_slot);
+}
+
 void tb_sock_foreach(void (*fn)(struct tb_sock *s))
 {
 	unsigned n = atomic_load(&nchunks);

@@ -421,6 +421,10 @@ bool tb_sock_rd_ready(int fd);
 /* In a forked child: the pool's growth lock may have been held by a thread that is gone. */
 void tb_sock_fork_child(void);
 
+/* In a forked child, after tb_gates_fork_child freed every slot: counts back in its gate
+ * each slot a socket holds (regress/gate_fork_slot_in_hand). */
+void tb_sock_slots_fork_child(void);
+
 /* Calls fn on every pool entry (fork child reset). */
 void tb_sock_foreach(void (*fn)(struct tb_sock *s));
 
