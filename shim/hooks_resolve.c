@@ -1,5 +1,6 @@
-/* hooks_resolve.c - getaddrinfo and gethostbyname*: bounded by phase dns (resolve.h), and what
- * they resolved is remembered (only when a rule names a host) so a connect finds its name. */
+/* hooks_resolve.c - getaddrinfo, gethostbyname* and getnameinfo: bounded by phase dns
+ * (resolve.h); what the forward lookups resolved is remembered (only when a rule names a host)
+ * so a connect finds its name. */
 #include <errno.h>
 #include <netdb.h>
 #include <stdlib.h>
@@ -165,4 +166,25 @@ TB_EXPORT int gethostbyname2_r(const char *name, int af, struct hostent *ret, ch
 	if (r == 0 && result != NULL)
 		learn_hostent(name, *result);
 	return r;
+}
+
+/* A reverse lookup's name is not remembered: the program does not connect to it by name. */
+TB_EXPORT int getnameinfo(const struct sockaddr *sa, socklen_t salen, char *host,
+			  socklen_t hostlen, char *serv, socklen_t servlen, int flags)
+{
+	struct tb_lookup lk;
+
+	prepare();
+	if (tb_resolve_real.getnameinfo == NULL)
+		return EAI_SYSTEM;
+	switch (tb_lookup_plan_addr(&lk, sa, salen,
+				    host == NULL || hostlen == 0 || (flags & NI_NUMERICHOST))) {
+	case TB_LOOKUP_NATIVE:
+		return tb_resolve_real.getnameinfo(sa, salen, host, hostlen, serv, servlen, flags);
+	case TB_LOOKUP_BOUNDED:
+		return tb_lookup_getnameinfo(&lk, sa, salen, host, hostlen, serv, servlen, flags);
+	default:
+		tb_lookup_expired(&lk);
+		return tb_nameinfo_unanswered(sa, salen, host, hostlen, serv, servlen, flags);
+	}
 }

@@ -33,6 +33,7 @@ static void bind_resolve(void)
 	*(void **)&tb_resolve_real.gethostbyname2 = dlsym(RTLD_NEXT, "gethostbyname2");
 	*(void **)&tb_resolve_real.gethostbyname_r = dlsym(RTLD_NEXT, "gethostbyname_r");
 	*(void **)&tb_resolve_real.gethostbyname2_r = dlsym(RTLD_NEXT, "gethostbyname2_r");
+	*(void **)&tb_resolve_real.getnameinfo = dlsym(RTLD_NEXT, "getnameinfo");
 	tb_atfork(NULL, NULL, tb_resolve_fork_child);
 }
 
@@ -46,6 +47,11 @@ void tb_resolve_bind(void)
  * before any DNS query when nsswitch.conf puts `files` first, so it is looked up in the
  * caller, natively: no thread hop for localhost. Names are kept sorted, case-folded the way
  * the files backend compares them (strcasecmp), each with the families it has addresses for.
+ * The addresses of lines that name a host are kept sorted too, for reverse lookups
+ * (getnameinfo of 127.0.0.1): family and bytes as written, since glibc's files backend
+ * matches them so (::ffff:127.0.0.1 is not answered by a 127.0.0.1 line: it goes to DNS).
+ * An address only glibc's parser accepts (inet_aton's 127.1) is not kept: its lookup takes
+ * the resolver thread, with the same answer.
  *
  * A snapshot is immutable once published. The file is stat'ed at most once a second and
  * reloaded only when its identity changed (device, inode, size, mtime, ctime): a file that
@@ -71,6 +77,11 @@ struct host_name {
 	unsigned fams;
 };
 
+struct host_addr {
+	unsigned char fam; /* FAM_V4 or FAM_V6 */
+	unsigned char a[16];
+};
+
 struct hosts_snap {
 	struct hosts_snap *older; /* replaced snapshots not yet freed (hosts_lock) */
 	bool exists;              /* stat saw the file: the identity below is its */
@@ -80,6 +91,8 @@ struct hosts_snap {
 	struct timespec mtime, ctime;
 	size_t n;
 	struct host_name *names;
+	size_t n_addrs;
+	struct host_addr *addrs;
 	char text[];
 };
 
@@ -144,15 +157,33 @@ static int by_name(const void *a, const void *b)
 	return strcasecmp(((const struct host_name *)a)->name, ((const struct host_name *)b)->name);
 }
 
-/* Splits text in place: one entry per name, its family from the line's address. Returns the
- * number of names, writing them when `out` is not NULL. */
-static size_t parse_hosts(char *text, size_t len, struct host_name *out)
+static int by_addr(const void *a, const void *b)
+{
+	return memcmp(a, b, sizeof(struct host_addr));
+}
+
+/* The address a line begins with, when inet_pton reads it; else false. */
+static bool parse_addr(const char *tok, struct host_addr *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->fam = strchr(tok, ':') != NULL ? FAM_V6 : FAM_V4;
+	return inet_pton(out->fam == FAM_V6 ? AF_INET6 : AF_INET, tok, out->a) == 1;
+}
+
+/* Splits text in place: one entry per name, its family from the line's address, and one per
+ * line that names a host and whose address parses. Returns the number of names and sets
+ * *n_addrs, writing them when `out` and `addrs` are not NULL. */
+static size_t parse_hosts(char *text, size_t len, struct host_name *out, struct host_addr *addrs,
+			  size_t *n_addrs)
 {
 	size_t n = 0;
 	char *p = text, *end = text + len;
 
+	*n_addrs = 0;
 	while (p < end) {
 		char *eol = memchr(p, '\n', (size_t)(end - p)), *hash, *tok, *save = NULL;
+		struct host_addr addr;
+		bool has_addr;
 		unsigned fam;
 
 		if (eol == NULL)
@@ -162,8 +193,14 @@ static size_t parse_hosts(char *text, size_t len, struct host_name *out)
 			*hash = '\0';
 		tok = strtok_r(p, " \t\r", &save);
 		if (tok != NULL) {
-			fam = strchr(tok, ':') != NULL ? FAM_V6 : FAM_V4;
-			while ((tok = strtok_r(NULL, " \t\r", &save)) != NULL) {
+			has_addr = parse_addr(tok, &addr);
+			fam = addr.fam;
+			if ((tok = strtok_r(NULL, " \t\r", &save)) != NULL && has_addr) {
+				if (addrs != NULL)
+					addrs[*n_addrs] = addr;
+				(*n_addrs)++;
+			}
+			for (; tok != NULL; tok = strtok_r(NULL, " \t\r", &save)) {
 				if (out != NULL)
 					out[n] = (struct host_name){ tok, fam };
 				n++;
@@ -196,7 +233,7 @@ static struct hosts_snap *load_hosts(const struct stat *seen)
 	struct stat st;
 	struct hosts_snap *s;
 	char *copy;
-	size_t len, n, kept = 0;
+	size_t len, n, n_addrs, kept = 0;
 
 	if (fd < 0 || fstat(fd, &st) != 0 || st.st_size > HOSTS_MAX_BYTES) {
 		if (fd >= 0)
@@ -218,12 +255,20 @@ static struct hosts_snap *load_hosts(const struct stat *seen)
 	memcpy(s->text, copy, len + 1);
 	/* The first pass runs on the copy (it splits what it reads), the second on the text the
 	 * names will point into. */
-	n = parse_hosts(copy, len, NULL);
+	n = parse_hosts(copy, len, NULL, NULL, &n_addrs);
 	free(copy);
 	s->names = n > 0 ? malloc(n * sizeof(*s->names)) : NULL;
-	if (n > 0 && s->names == NULL)
+	s->addrs = n_addrs > 0 ? malloc(n_addrs * sizeof(*s->addrs)) : NULL;
+	if ((n > 0 && s->names == NULL) || (n_addrs > 0 && s->addrs == NULL)) {
+		free(s->names);
+		free(s->addrs);
+		s->names = NULL;
+		s->addrs = NULL;
 		return s;
-	parse_hosts(s->text, len, s->names);
+	}
+	parse_hosts(s->text, len, s->names, s->addrs, &n_addrs);
+	qsort(s->addrs, n_addrs, sizeof(*s->addrs), by_addr);
+	s->n_addrs = n_addrs;
 	qsort(s->names, n, sizeof(*s->names), by_name);
 	for (size_t i = 0; i < n; i++) {
 		if (kept > 0 && strcasecmp(s->names[kept - 1].name, s->names[i].name) == 0)
@@ -247,6 +292,7 @@ static bool same_file(const struct hosts_snap *s, const struct stat *st, bool ex
 static void free_snap(struct hosts_snap *s)
 {
 	free(s->names);
+	free(s->addrs);
 	free(s);
 }
 
@@ -291,8 +337,9 @@ static const struct hosts_snap *current_hosts(void)
 	return s;
 }
 
-/* True when the files backend answers `name` for `af` without asking DNS. */
-static bool hosts_answer(const char *name, int af)
+/* True when the files backend answers without asking DNS: `name` for `af`, or when name is
+ * NULL the reverse lookup of `addr`. */
+static bool hosts_answer(const char *name, int af, const struct host_addr *addr)
 {
 	const struct hosts_snap *s;
 	const struct host_name key = { name, 0 }, *hit;
@@ -305,9 +352,11 @@ static bool hosts_answer(const char *name, int af)
 		return false;
 	atomic_fetch_add(&hosts_readers, 1);
 	s = current_hosts();
-	if (s != NULL && s->n > 0) {
+	if (s != NULL && name != NULL && s->n > 0) {
 		hit = bsearch(&key, s->names, s->n, sizeof(*s->names), by_name);
 		found = hit != NULL && (hit->fams & want) != 0;
+	} else if (s != NULL && name == NULL && s->n_addrs > 0) {
+		found = bsearch(addr, s->addrs, s->n_addrs, sizeof(*s->addrs), by_addr) != NULL;
 	}
 	atomic_fetch_sub(&hosts_readers, 1);
 	return found;
@@ -327,23 +376,26 @@ static bool is_numeric(const char *name)
  * thread fail at once until the window has passed; its connects are not affected. */
 static const struct tb_dest lookup_dest;
 
-enum tb_lookup_plan tb_lookup_plan(struct tb_lookup *lk, const char *name, int af, bool numeric)
+/* Whether phase dns bounds this thread's lookups at all (see tb_lookup_plan in resolve.h). */
+static bool bounding(void)
 {
-	int64_t dns, now, limit, start, deadline;
-	int step = TB_STEP_GO;
-
 	if (!atomic_load_explicit(&tb_governing, memory_order_relaxed) || tb_resolver_thread)
-		return TB_LOOKUP_NATIVE;
-	dns = tb_default_settings.dns_ns;
-	if (dns <= 0 && tb_default_settings.deadline_ns <= 0 && tb_req_deadline() == TB_NEVER)
-		return TB_LOOKUP_NATIVE;
+		return false;
+	if (tb_default_settings.dns_ns <= 0 && tb_default_settings.deadline_ns <= 0 &&
+	    tb_req_deadline() == TB_NEVER)
+		return false;
 	/* A vfork child runs on its parent's budgets and memory and must change neither: its
 	 * lookup runs natively, as it would without timebox (no resolver thread of its own, no
 	 * request on the parent's queue, no snapshot of /etc/hosts made or freed). */
-	if (tb_foreign_process())
-		return TB_LOOKUP_NATIVE;
-	if (name == NULL || *name == '\0' || numeric || is_numeric(name) || hosts_answer(name, af))
-		return TB_LOOKUP_NATIVE;
+	return !tb_foreign_process();
+}
+
+/* A lookup of `name` that needs a resolver: its step in the thread's budget, and its limit. */
+static enum tb_lookup_plan plan_step(struct tb_lookup *lk, const char *name)
+{
+	int64_t dns = tb_default_settings.dns_ns, now, limit, start, deadline;
+	int step = TB_STEP_GO;
+
 	now = tb_now();
 	start = now;
 	deadline = TB_NEVER;
@@ -380,6 +432,60 @@ enum tb_lookup_plan tb_lookup_plan(struct tb_lookup *lk, const char *name, int a
 	lk->start = now;
 	lk->expiry = now + limit;
 	return TB_LOOKUP_BOUNDED;
+}
+
+enum tb_lookup_plan tb_lookup_plan(struct tb_lookup *lk, const char *name, int af, bool numeric)
+{
+	if (!bounding())
+		return TB_LOOKUP_NATIVE;
+	if (name == NULL || *name == '\0' || numeric || is_numeric(name) ||
+	    hosts_answer(name, af, NULL))
+		return TB_LOOKUP_NATIVE;
+	return plan_step(lk, name);
+}
+
+enum tb_lookup_plan tb_lookup_plan_addr(struct tb_lookup *lk, const struct sockaddr *sa,
+					socklen_t salen, bool numeric)
+{
+	struct host_addr key;
+	int af;
+
+	if (numeric || sa == NULL || salen < (socklen_t)sizeof(sa_family_t) || !bounding())
+		return TB_LOOKUP_NATIVE;
+	memset(&key, 0, sizeof(key));
+	af = sa->sa_family;
+	if (af == AF_INET && salen >= (socklen_t)sizeof(struct sockaddr_in)) {
+		key.fam = FAM_V4;
+		memcpy(key.a, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	} else if (af == AF_INET6 && salen >= (socklen_t)sizeof(struct sockaddr_in6)) {
+		key.fam = FAM_V6;
+		memcpy(key.a, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+	} else {
+		return TB_LOOKUP_NATIVE; /* AF_UNIX, another family, or libc's own EAI_FAMILY */
+	}
+	if (hosts_answer(NULL, af, &key))
+		return TB_LOOKUP_NATIVE;
+	if (inet_ntop(af, key.a, lk->text, sizeof(lk->text)) == NULL)
+		lk->text[0] = '\0';
+	return plan_step(lk, lk->text);
+}
+
+int tb_nameinfo_unanswered(const struct sockaddr *sa, socklen_t salen, char *host,
+			   socklen_t hostlen, char *serv, socklen_t servlen, int flags)
+{
+#ifdef __GLIBC__
+	/* glibc's getnameinfo when its gethostbyaddr_r says TRY_AGAIN (measured on a resolver
+	 * that never answers: EAI_AGAIN, h_errno 2, nothing written). */
+	(void)sa, (void)salen, (void)host, (void)hostlen, (void)serv, (void)servlen, (void)flags;
+	h_errno = TRY_AGAIN;
+	return EAI_AGAIN;
+#else
+	/* musl's getnameinfo has no temporary failure: without an answer it writes the numeric
+	 * address, or fails with EAI_NONAME under NI_NAMEREQD - what it does with
+	 * NI_NUMERICHOST, which asks no resolver. */
+	return tb_resolve_real.getnameinfo(sa, salen, host, hostlen, serv, servlen,
+					   flags | NI_NUMERICHOST);
+#endif
 }
 
 void tb_lookup_expired(const struct tb_lookup *lk)

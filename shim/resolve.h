@@ -4,6 +4,7 @@
 #define TB_RESOLVE_H
 
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,6 +20,8 @@ struct tb_resolve_real {
 			       int *);
 	int (*gethostbyname2_r)(const char *, int, struct hostent *, char *, size_t,
 				struct hostent **, int *);
+	int (*getnameinfo)(const struct sockaddr *, socklen_t, char *, socklen_t, char *,
+			   socklen_t, int);
 };
 extern struct tb_resolve_real tb_resolve_real;
 
@@ -27,7 +30,8 @@ void tb_resolve_bind(void);
 
 /* One bounded lookup: when it started and when its caller stops waiting for it. */
 struct tb_lookup {
-	const char *name;
+	const char *name;    /* a reverse lookup's is text, its address */
+	char text[INET6_ADDRSTRLEN];
 	int64_t start;       /* the hook's entry */
 	int64_t expiry;      /* start + min(dns_timeout, the call's time left) */
 	int64_t call_start;  /* the call the lookup belongs to (the thread's budget) */
@@ -59,6 +63,16 @@ enum tb_lookup_plan {
 enum tb_lookup_plan tb_lookup_plan(struct tb_lookup *lk, const char *name, int af, bool numeric);
 
 /*
+ * Plans getnameinfo's reverse lookup of sa's address, as tb_lookup_plan plans a name's.
+ * Native also when no host name is asked for (`numeric`: NI_NUMERICHOST, or no host
+ * buffer), for a family other than AF_INET and AF_INET6 (AF_UNIX never asks a resolver), for
+ * a length libc refuses, and for an address /etc/hosts names (files first). A bounded
+ * lookup's name, for the log, is the address in text (lk->text).
+ */
+enum tb_lookup_plan tb_lookup_plan_addr(struct tb_lookup *lk, const struct sockaddr *sa,
+					socklen_t salen, bool numeric);
+
+/*
  * The bounded lookups. Each returns what libc returned, or on expiry what libc returns when
  * the resolver does not answer: EAI_AGAIN; NULL with h_errno TRY_AGAIN; EAGAIN with
  * *h_errnop TRY_AGAIN and *result NULL. An expiry is logged (phase=dns) and reported to the
@@ -78,6 +92,24 @@ struct hostent *tb_lookup_gethostbyname(struct tb_lookup *lk, const char *name, 
 int tb_lookup_gethostbyname_r(struct tb_lookup *lk, const char *name, bool two, int af,
 			      struct hostent *ret, char *buf, size_t len,
 			      struct hostent **result, int *h_errnop);
+
+/*
+ * getnameinfo through a resolver thread, into the caller's buffers: the host and service
+ * strings libc wrote are copied there (only their bytes, whatever length the caller claims),
+ * and a buffer libc did not write is left as it was; h_errno as libc left it, errno too when
+ * it failed. Lengths over 1 MiB are looked up as 1 MiB (no name is longer). On expiry, as
+ * tb_nameinfo_unanswered.
+ */
+int tb_lookup_getnameinfo(struct tb_lookup *lk, const struct sockaddr *sa, socklen_t salen,
+			  char *host, socklen_t hostlen, char *serv, socklen_t servlen, int flags);
+
+/*
+ * What getnameinfo returns when the resolver does not answer. glibc: EAI_AGAIN, h_errno
+ * TRY_AGAIN, the buffers untouched. musl: the numeric host (EAI_NONAME with NI_NAMEREQD),
+ * which is libc's own answer with NI_NUMERICHOST added.
+ */
+int tb_nameinfo_unanswered(const struct sockaddr *sa, socklen_t salen, char *host,
+			   socklen_t hostlen, char *serv, socklen_t servlen, int flags);
 
 /* A lookup planned TB_LOOKUP_EXPIRED: logged (the budget already knows). */
 void tb_lookup_expired(const struct tb_lookup *lk);

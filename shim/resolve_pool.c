@@ -1,6 +1,7 @@
 /* resolve_pool.c - the resolver threads: a bounded lookup runs on one of them while its caller
  * waits at most until the lookup's expiry; an abandoned lookup finishes there and is freed. */
 #include <errno.h>
+#include <limits.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
@@ -38,8 +39,9 @@
 #define HOSTENT_BUF_START 1024
 #define HOSTENT_BUF_MAX (1 << 20)
 #define BUF_ALIGN 16
+#define NAMEINFO_NO_HERR INT_MIN
 
-enum kind { K_ADDRINFO, K_HOSTENT, K_HOSTENT_R };
+enum kind { K_ADDRINFO, K_HOSTENT, K_HOSTENT_R, K_NAMEINFO };
 enum state { QUEUED, RUNNING, DONE };
 
 struct req {
@@ -58,6 +60,10 @@ struct req {
 	struct hostent he, *result;
 	char *mem, *buf;      /* buf: mem aligned like the caller's buffer (K_HOSTENT_R) */
 	size_t buflen;
+	struct sockaddr_storage sa; /* K_NAMEINFO: the address */
+	socklen_t salen, hostlen, servlen;
+	char *host, *serv;    /* in mem; NULL when the caller asked for none */
+	int flags;
 	char strings[];
 };
 
@@ -189,6 +195,17 @@ static void run(struct req *r)
 	case K_HOSTENT_R:
 		r->rc = hostent_r(r);
 		break;
+	case K_NAMEINFO:
+		/* glibc's getnameinfo sets h_errno on some failures only: a value it did not set
+		 * is not handed back (NAMEINFO_NO_HERR). */
+		h_errno = NAMEINFO_NO_HERR;
+		errno = r->err;
+		r->rc = tb_resolve_real.getnameinfo((const struct sockaddr *)&r->sa, r->salen,
+						    r->host, r->hostlen, r->serv, r->servlen,
+						    r->flags);
+		r->err = errno;
+		r->herr = h_errno;
+		return;
 	case K_HOSTENT:
 		/* The non-reentrant call's buffer is ours: grow it as glibc grows its own. */
 		for (size_t len = HOSTENT_BUF_START; len <= HOSTENT_BUF_MAX; len *= 2) {
@@ -558,4 +575,59 @@ native:
 	if (two)
 		return tb_resolve_real.gethostbyname2_r(name, af, ret, buf, len, result, h_errnop);
 	return tb_resolve_real.gethostbyname_r(name, ret, buf, len, result, h_errnop);
+}
+
+/* A caller's buffer length as the resolver thread's: no name or service is over 1 MiB. */
+static socklen_t name_len(const char *buf, socklen_t len)
+{
+	return buf == NULL ? 0 : len < HOSTENT_BUF_MAX ? len : HOSTENT_BUF_MAX;
+}
+
+int tb_lookup_getnameinfo(struct tb_lookup *lk, const struct sockaddr *sa, socklen_t salen,
+			  char *host, socklen_t hostlen, char *serv, socklen_t servlen, int flags)
+{
+	socklen_t hl = name_len(host, hostlen), sl = name_len(serv, servlen);
+	struct req *r = new_req(K_NAMEINFO, NULL, NULL, 0, NULL);
+	int saved = errno, rc;
+
+	/* Zeroed: a string libc did not write reads as empty, never past the buffer. */
+	if (r == NULL || (r->mem = calloc(1, (size_t)hl + sl + 1)) == NULL)
+		goto native;
+	/* Only the family's own struct is copied (libc reads no more of it, and the caller's
+	 * length is its word, not its buffer). The length libc judges stays on the same side of
+	 * that struct's size: glibc wants at least it, musl exactly it. */
+	memcpy(&r->sa, sa, sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) :
+						       sizeof(struct sockaddr_in6));
+	r->salen = salen < (socklen_t)sizeof(r->sa) ? salen : (socklen_t)sizeof(r->sa);
+	r->host = hl > 0 ? r->mem : NULL;
+	r->serv = sl > 0 ? r->mem + hl : NULL;
+	r->hostlen = hl;
+	r->servlen = sl;
+	r->flags = flags;
+	r->err = saved; /* the thread starts from the caller's errno, as libc would */
+	switch (submit(r, lk)) {
+	case W_NO_THREAD:
+		goto native;
+	case W_EXPIRED:
+		tb_lookup_cut(lk);
+		errno = saved;
+		return tb_nameinfo_unanswered(sa, salen, host, hostlen, serv, servlen, flags);
+	case W_DONE:
+		break;
+	}
+	/* What libc wrote, it wrote whole, and failing it may still have written one of the
+	 * two (glibc writes the host, then finds the service too long: EAI_OVERFLOW). */
+	rc = r->rc;
+	if (r->host != NULL && r->host[0] != '\0')
+		memcpy(host, r->host, strlen(r->host) + 1);
+	if (r->serv != NULL && r->serv[0] != '\0')
+		memcpy(serv, r->serv, strlen(r->serv) + 1);
+	if (r->herr != NAMEINFO_NO_HERR)
+		h_errno = r->herr;
+	errno = rc != 0 ? r->err : saved;
+	free_req(r);
+	return rc;
+native:
+	free_req(r);
+	return tb_resolve_real.getnameinfo(sa, salen, host, hostlen, serv, servlen, flags);
 }

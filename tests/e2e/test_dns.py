@@ -9,7 +9,8 @@ is brought up, a resolv.conf saying `nameserver 127.0.0.1` is bind-mounted over
 /etc/resolv.conf, and a UDP server on 127.0.0.1:53 either never answers or answers A
 queries for *.tbtest with 127.0.0.7 (NXDOMAIN for other names, no AAAA records). The time
 is measured inside the namespace, around the program's whole run: never early (at least the
-limit), generous above."""
+limit), generous above. Reverse lookups (getnameinfo) ask the same server for PTR records:
+it names 127.0.0.7 svc.tbtest and knows no other address."""
 
 import json
 import os
@@ -46,6 +47,10 @@ def answer(q):
     qtype, = struct.unpack("!H", q[i + 1:i + 3])
     question = q[12:i + 5]
     name = ".".join(labels).lower()
+    if qtype == 12 and name == "7.0.0.127.in-addr.arpa":
+        ptr = b"\x03svc\x06tbtest\x00"
+        rr = struct.pack("!HHHIH", 0xC00C, 12, 1, 60, len(ptr)) + ptr
+        return struct.pack("!HHHHHH", qid, 0x8180, 1, 1, 0, 0) + question + rr
     if not name.endswith(".tbtest"):
         return struct.pack("!HHHHHH", qid, 0x8183, 1, 0, 0, 0) + question
     if qtype != 1:
@@ -109,6 +114,37 @@ try:
 except OSError as e:
     print("gethostbyname_ex", type(e).__name__, e.args)
 '''
+
+# getnameinfo called through ctypes, once per argument ADDR,PORT,FLAGS[,HOSTLEN,SERVLEN]
+# (ADDR "unix:PATH" for AF_UNIX), into buffers that hold "untouched" beforehand: the return
+# value, what each buffer holds, h_errno; and last the process's thread count (1: no
+# resolver thread was ever started).
+PY_GNI = r'''
+import ctypes, os, socket, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.__h_errno_location.restype = ctypes.POINTER(ctypes.c_int)
+def sockaddr(addr, port):
+    if addr.startswith("unix:"):
+        return struct.pack("=H108s", socket.AF_UNIX, addr[5:].encode())
+    if ":" in addr:
+        return struct.pack("=H", socket.AF_INET6) + struct.pack("!HI", port, 0) + \
+            socket.inet_pton(socket.AF_INET6, addr) + struct.pack("=I", 0)
+    return struct.pack("=H", socket.AF_INET) + struct.pack("!H", port) + \
+        socket.inet_aton(addr) + bytes(8)
+for arg in sys.argv[1:]:
+    addr, port, flags, *lens = arg.split(",")
+    hostlen, servlen = (int(lens[0]), int(lens[1])) if lens else (1025, 32)
+    sa = sockaddr(addr, int(port))
+    host = ctypes.create_string_buffer(b"untouched", 1025)
+    serv = ctypes.create_string_buffer(b"untouched", 32)
+    libc.__h_errno_location()[0] = 12345
+    rc = libc.getnameinfo(sa, len(sa), host, hostlen, serv, servlen, int(flags))
+    print(arg, "rc=%d" % rc, host.raw[:32].rstrip(b"\0"), serv.raw[:16].rstrip(b"\0"),
+          "h_errno=%d" % libc.__h_errno_location()[0])
+print("threads", len(os.listdir("/proc/self/task")))
+'''
+
+NI_NUMERICHOST, NI_NUMERICSERV, NI_NAMEREQD = 1, 2, 8
 
 
 def require_namespaces():
@@ -253,3 +289,53 @@ def test_perl_gethostbyname_cut():
                 env_extra={"TIMEBOX_DNS_TIMEOUT": "300ms"})
     assert out["rc"] == 3, out
     assert_cut(out, 300, "svc.example.com")
+
+
+def test_getnameinfo_cut_at_dns_timeout():
+    """A reverse lookup (a server naming its peer) on a silent resolver fails at dns_timeout
+    as glibc fails after its own timeout x attempts (5 s x 2 here): EAI_AGAIN, h_errno
+    TRY_AGAIN, neither buffer written; with NI_NAMEREQD too."""
+    args = ["10.1.2.3,80,0", "2001:db8::1,443,%d" % NI_NAMEREQD]
+    native = in_ns(py(PY_GNI, *args), options="options timeout:1 attempts:1", preload=False)
+    assert native["stdout"].count("rc=-3 b'untouched") == 2, native
+    assert native["stdout"].count("h_errno=2") == 2, native
+    for arg, name in zip(args, ("10.1.2.3", "2001:db8::1")):
+        out = in_ns(py(PY_GNI, arg), env_extra={"TIMEBOX_DNS_TIMEOUT": "300ms"})
+        assert out["rc"] == 0, out
+        assert out["stdout"].splitlines()[0] == native["stdout"].splitlines()[args.index(arg)], \
+            (native, out)
+        assert_cut(out, 300, name)
+
+
+def test_getnameinfo_no_lookup_never_slowed():
+    """No resolver to wait for: a numeric host (with or without the service's name, which
+    /etc/services gives), an address /etc/hosts names, AF_UNIX. Each answer is libc's, no
+    thread is started, nothing is said, however short dns_timeout and however dead the
+    resolver."""
+    args = ["10.1.2.3,80,%d" % (NI_NUMERICHOST | NI_NUMERICSERV),
+            "10.1.2.3,80,%d" % NI_NUMERICHOST, "2001:db8::1,443,%d" % NI_NUMERICHOST,
+            "127.0.0.1,22,0", "127.0.0.1,22,%d" % NI_NAMEREQD, "127.0.0.1,22,0,4,32",
+            "unix:/run/tb.sock,0,0", "10.1.2.3,80,0,0,32"]
+    native = in_ns(py(PY_GNI, *args), preload=False)
+    out = in_ns(py(PY_GNI, *args), env_extra={"TIMEBOX_DNS_TIMEOUT": "1ms"})
+    assert out["rc"] == native["rc"] == 0, (native, out)
+    assert out["stdout"] == native["stdout"], (native, out)
+    assert "127.0.0.1,22,0 rc=0 b'localhost" in out["stdout"], out
+    assert out["stdout"].endswith("threads 1\n"), out
+    assert not lib.tb_lines(out["stderr"]), out
+    assert out["elapsed_ms"] < 5000, out
+
+
+def test_getnameinfo_answered_unchanged():
+    """A resolver that answers: the PTR name, the numeric fallback of an unknown address,
+    NI_NAMEREQD's EAI_NONAME, a host buffer too short, a service buffer too short after the
+    host was written (EAI_OVERFLOW with the host in place) - all as natively."""
+    args = ["127.0.0.7,80,0", "127.0.0.7,80,%d" % NI_NAMEREQD, "10.1.2.3,80,0",
+            "10.1.2.3,80,%d" % NI_NAMEREQD, "127.0.0.7,80,0,5,32", "127.0.0.7,80,0,1025,3"]
+    native = in_ns(py(PY_GNI, *args), mode="answer", preload=False)
+    out = in_ns(py(PY_GNI, *args), mode="answer", env_extra={"TIMEBOX_DNS_TIMEOUT": "2s"})
+    # Every line but the thread count: these lookups went through a resolver thread.
+    assert out["stdout"].splitlines()[:-1] == native["stdout"].splitlines()[:-1], (native, out)
+    assert "127.0.0.7,80,0 rc=0 b'svc.tbtest" in out["stdout"], out
+    assert "127.0.0.7,80,0,1025,3 rc=-12 b'svc.tbtest" in out["stdout"], out
+    assert not lib.tb_lines(out["stderr"]), out

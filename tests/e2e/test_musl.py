@@ -364,6 +364,31 @@ def test_musl_getaddrinfo_cut_at_dns_timeout():
     assert lib.tb_lines(out["stderr"]) == [], out
 
 
+def test_musl_getnameinfo_cut_at_dns_timeout():
+    """musl's reverse lookup has no temporary failure: without an answer it gives the numeric
+    host (EAI_NONAME under NI_NAMEREQD), after its own timeout natively, at dns_timeout under
+    timebox."""
+    import test_dns
+    gnicli = musl_client("gnicli")
+    require_plain_build()
+    for flags, rc, said in (("0", 0, "ok 10.1.2.3 "), ("8", 3, "error EAI=-2 ")):
+        cmd = [lib.LAUNCHER, "run", "--dns-timeout", "300ms", "--", gnicli, "10.1.2.3", flags]
+        out = test_dns.in_ns(cmd, options="options timeout:2 attempts:1", preload=False)
+        native = test_dns.in_ns([gnicli, "10.1.2.3", flags],
+                                options="options timeout:2 attempts:1", preload=False)
+        assert native["rc"] == rc and native["stdout"].startswith(said), native
+        assert native["elapsed_ms"] >= 1900, native
+        assert out["rc"] == rc and out["stdout"] == native["stdout"], (out, native)
+        test_dns.assert_cut(out, 300, "10.1.2.3")
+    # A resolver that answers: the PTR record's name, and nothing said.
+    cmd = [lib.LAUNCHER, "run", "--dns-timeout", "300ms", "--", gnicli, "127.0.0.7"]
+    out = test_dns.in_ns(cmd, mode="answer", preload=False)
+    native = test_dns.in_ns([gnicli, "127.0.0.7"], mode="answer", preload=False)
+    assert out["rc"] == 0 and out["stdout"] == native["stdout"], (out, native)
+    assert out["stdout"].startswith("ok svc.tbtest "), out
+    assert lib.tb_lines(out["stderr"]) == [], out
+
+
 # ---- a library preloaded by hand into the other libc's program ------------------------------
 
 def test_musl_build_in_a_glibc_program_is_inactive():
