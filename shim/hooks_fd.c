@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "epoll_set.h"
@@ -70,23 +71,52 @@ static void quiesce(struct tb_sock *s)
 }
 
 /*
- * The kernel just handed out newfd as a copy of oldfd: newfd refers to oldfd's socket, if
- * any, and to nothing it referred to before (a socket still recorded there was closed
- * unseen, by a raw close system call: keeping it would leak that reference, and with it a
- * gate slot, for good). Callers check first that one of the two is tracked.
+ * fd is about to be copied (dup*, F_DUPFD): a reference on its socket, taken before the
+ * kernel's copy, or NULL when fd is not governed. Another thread may close fd meanwhile:
+ * the socket then stays for the copy, which still holds the connection open, instead of
+ * being freed - and its pool entry and fd number reused by another connect - before the
+ * copy is tracked (regress/dup_while_closed).
  */
-static void duplicate(int oldfd, int newfd)
+static struct tb_sock *hold(int fd)
 {
-	struct tb_sock *s, *old;
+	struct tb_sock *s = tb_fd_sock(fd);
 
-	if (newfd < 0 || tb_foreign_process())
+	if (s == NULL || tb_foreign_process() || !tb_sock_ref_live(s))
+		return NULL;
+	return s;
+}
+
+/*
+ * The kernel just handed out newfd as a copy of oldfd: newfd refers to the socket of the
+ * file it copied, if governed, and to nothing it referred to before (a socket still
+ * recorded there was closed unseen, by a raw close system call: keeping it would leak that
+ * reference, and with it a gate slot, for good). `held` is hold(oldfd), taken before the
+ * kernel's copy; it goes to newfd, or is dropped. The copy is known by its inode: oldfd's
+ * number may have been closed and reused by another thread around the kernel's call.
+ * Callers check first that oldfd or newfd is tracked, or held is set.
+ */
+static void duplicate(int oldfd, int newfd, struct tb_sock *held)
+{
+	struct tb_sock *s = NULL, *old;
+	struct stat st;
+
+	if (newfd < 0 || tb_foreign_process()) {
+		drop(held);
 		return;
-	s = tb_fd_sock(oldfd);
-	if (s != NULL)
-		tb_sock_ref(s);
+	}
+	if (tb_fstat_raw(newfd, &st) == 0 && S_ISSOCK(st.st_mode)) {
+		if (held != NULL && atomic_load(&held->ino) == (uint64_t)st.st_ino) {
+			s = held;
+			held = NULL;
+		} else if ((s = hold(oldfd)) != NULL &&
+			   atomic_load(&s->ino) != (uint64_t)st.st_ino) {
+			drop(s); /* oldfd's number names another connection now */
+			s = NULL;
+		}
+	}
+	drop(held);
 	if (!tb_fd_swap(newfd, s, &old)) {
-		if (s != NULL)
-			tb_sock_unref(s);
+		drop(s);
 		return;
 	}
 	drop(old);
@@ -299,17 +329,21 @@ TB_EXPORT void closefrom(int lowfd)
 
 TB_EXPORT int dup(int fd)
 {
+	struct tb_sock *held = hold(fd);
 	int nfd = follow_inbound(fd, tb_real.dup(fd));
 
-	if (nfd >= 0 && TB_UNLIKELY(tb_fd_sock(fd) != NULL || tb_fd_sock(nfd) != NULL))
-		duplicate(fd, nfd);
+	if (nfd >= 0 &&
+	    TB_UNLIKELY(held != NULL || tb_fd_sock(fd) != NULL || tb_fd_sock(nfd) != NULL))
+		duplicate(fd, nfd, held);
+	else
+		drop(held);
 	return TB_UNLIKELY(nfd == 2) ? onto_stderr(nfd) : nfd;
 }
 
 /* dup2 and dup3 onto a different fd: newfd's old socket (if any) goes, oldfd's comes. */
 static int dup_onto(int oldfd, int newfd, int flags, bool is_dup3)
 {
-	struct tb_sock *gone;
+	struct tb_sock *gone, *held;
 	int r;
 
 	if (tb_foreign_process())
@@ -317,10 +351,12 @@ static int dup_onto(int oldfd, int newfd, int flags, bool is_dup3)
 	evacuate(newfd);
 	gone = detach(newfd);
 	quiesce(gone);
+	held = hold(oldfd);
 	r = is_dup3 ? tb_real.dup3(oldfd, newfd, flags) : tb_real.dup2(oldfd, newfd);
 	if (r < 0) {
 		if (gone != NULL && !tb_fd_set(newfd, gone)) /* still open: tracked again */
 			drop(gone);
+		drop(held);
 		return r;
 	}
 	drop(gone);
@@ -328,8 +364,8 @@ static int dup_onto(int oldfd, int newfd, int flags, bool is_dup3)
 	 * number now names oldfd's file, whose registrations are not known). */
 	if (TB_UNLIKELY(tb_epset_known(newfd)))
 		tb_epset_drop(newfd);
-	if (tb_fd_sock(oldfd) != NULL)
-		duplicate(oldfd, newfd);
+	if (held != NULL || tb_fd_sock(oldfd) != NULL)
+		duplicate(oldfd, newfd, held);
 	return r;
 }
 
@@ -363,33 +399,33 @@ TB_EXPORT int dup3(int oldfd, int newfd, int flags)
 	return follow_inbound(oldfd, dup_onto(oldfd, newfd, flags, true));
 }
 
-/* After a successful fcntl: duplicates, and O_NONBLOCK changes of a governed fd (the open
- * file description is shared, so a vfork child's change is its parent's too). */
-static void fcntl_after(int fd, int cmd, void *arg, int r)
+/* fcntl F_DUPFD and F_DUPFD_CLOEXEC: the copy follows fd's socket, as dup's. */
+static TB_SLOW int fcntl_dup(int (*real)(int, int, ...), int fd, int cmd, void *arg)
 {
-	struct tb_sock *s = tb_fd_sock(fd);
+	struct tb_sock *held = hold(fd);
+	int r = follow_inbound(fd, real(fd, cmd, arg));
 
-	if (r < 0)
-		return;
-	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
-		if (s != NULL || tb_fd_sock(r) != NULL)
-			duplicate(fd, r);
-	} else if (cmd == F_SETFL && s != NULL) {
-		atomic_store(&s->nonblock, ((long)arg & O_NONBLOCK) != 0);
-	}
+	if (r >= 0 && (held != NULL || tb_fd_sock(fd) != NULL || tb_fd_sock(r) != NULL))
+		duplicate(fd, r, held);
+	else
+		drop(held);
+	return r;
 }
 
-/* fcntl and fcntl64: forward, then follow duplicates and O_NONBLOCK changes. The optional
- * third argument is forwarded as a pointer-sized value (see real.c). */
+/* fcntl and fcntl64: forward, then follow duplicates and O_NONBLOCK changes of a governed
+ * fd (the open file description is shared, so a vfork child's change is its parent's
+ * too). The optional third argument is forwarded as a pointer-sized value (see real.c). */
 static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *arg)
 {
-	int r = real(fd, cmd, arg);
+	struct tb_sock *s;
+	int r;
 
-	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
-		follow_inbound(fd, r);
-	if (TB_UNLIKELY(tb_fd_sock(fd) != NULL) ||
-	    ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && TB_UNLIKELY(tb_fd_sock(r) != NULL)))
-		fcntl_after(fd, cmd, arg, r);
+	if (TB_UNLIKELY(cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+		return fcntl_dup(real, fd, cmd, arg);
+	r = real(fd, cmd, arg);
+	s = tb_fd_sock(fd);
+	if (TB_UNLIKELY(s != NULL) && r >= 0 && cmd == F_SETFL)
+		atomic_store(&s->nonblock, ((long)arg & O_NONBLOCK) != 0);
 	return r;
 }
 

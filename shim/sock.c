@@ -322,6 +322,20 @@ void tb_sock_ref(struct tb_sock *s)
 	atomic_fetch_add(&s->refs, 1);
 }
 
+bool tb_sock_ref_live(struct tb_sock *s)
+{
+	unsigned n;
+
+	if (!tb_sock_enter(s, TB_ST_GEN(tb_sock_word(s))))
+		return false;
+	n = atomic_load(&s->refs);
+	/* From a count above 0 only: 0 is a last close under way, which frees it. */
+	while (n != 0 && !atomic_compare_exchange_weak(&s->refs, &n, n + 1))
+		;
+	tb_sock_leave(s);
+	return n != 0;
+}
+
 void tb_sock_hold_slot(struct tb_sock *s, struct tb_gate *g, int slot_fd)
 {
 	struct tb_sock_rare *r = tb_sock_rare(s);

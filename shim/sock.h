@@ -247,6 +247,15 @@ struct tb_sock *tb_sock_new(int fd, const struct tb_settings *set, const struct 
 
 void tb_sock_ref(struct tb_sock *s);
 
+/*
+ * A reference on s, which the fd table named a moment ago, unless its last fd was closed
+ * since (false: s must not be touched). Taken inside a section (rule 12): the entry can
+ * neither go back to the pool nor be reused between the look and the count, so a true
+ * return holds a live socket whose `ino` stays put. For a copy of an fd that another
+ * thread may be closing (dup*, F_DUPFD), which must check that inode.
+ */
+bool tb_sock_ref_live(struct tb_sock *s);
+
 /* Framing is over for s (RAW): its framing goes back to the pool and `frame` becomes 0.
  * By the holder of frame_flag (rule 11), or by the last tb_sock_unref. */
 void tb_sock_frame_over(struct tb_sock *s);

@@ -623,6 +623,25 @@ static void test_closed_dup_cut_through_the_other_fd(void **state)
 	close_pair(&p);
 }
 
+/* A copy's reference (dup*, F_DUPFD) is counted on a live socket only: once the last fd of
+ * the socket was closed by another thread, its free entry is refused, never counted up
+ * from 0 (a connect would then take an entry that a stale count still holds). */
+static void test_ref_live_refuses_a_freed_socket(void **state)
+{
+	struct pair p = open_pair();
+	struct tb_sock *s = p.s;
+
+	(void)state;
+	assert_true(tb_sock_ref_live(s));
+	assert_int_equal(atomic_load(&s->refs), 2);
+	tb_sock_unref(s);
+	close_pair(&p); /* the last reference: the entry goes back to the pool */
+	assert_int_equal(TB_ST(tb_sock_word(s)), TB_ST_FREE);
+	assert_false(tb_sock_ref_live(s));
+	assert_int_equal(atomic_load(&s->refs), 0);
+	assert_int_equal(atomic_load(&s->inuse), 0);
+}
+
 /* The socket's number now names a pipe (closed where the hooks could not see it): nothing
  * to act through. The watchdog gives the socket up in one step and untracks the slot. */
 static void test_unverifiable_socket_is_given_up_not_looped(void **state)
@@ -823,6 +842,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_largest_connect_timeout_never_expires, setup),
+		cmocka_unit_test_setup(test_ref_live_refuses_a_freed_socket, setup),
 		cmocka_unit_test_setup(test_bytes_for_one_reader_restart_the_others_silence, setup),
 		cmocka_unit_test_setup(test_framed_expiry_follows_the_published_state, setup),
 		cmocka_unit_test_setup(test_waitall_bytes_arriving_are_progress, setup),
