@@ -446,4 +446,10 @@ extern atomic_ulong tb_expiries[TB_PHASE_COUNT];
  * cannot hand the number, nor the entry, to another connect while it looks. */
 bool tb_sock_take_if_stale(struct tb_sock *s, uint32_t gen, int fd);
 
+/* The same look, for a call that holds s from fd's slot (tb_stale_check_gen): returns
+ * whether fd still names s at generation gen; when it does not, *taken says that fd's
+ * stale slot was taken (the caller drops the reference). A generation that moved is not
+ * s: false, and nothing taken. */
+bool tb_sock_check_slot(struct tb_sock *s, uint32_t gen, int fd, bool *taken);
+
 #endif

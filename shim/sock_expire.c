@@ -503,25 +503,35 @@ void tb_sock_busy_abandon(void)
 	busy_sock = NULL;
 }
 
-bool tb_sock_take_if_stale(struct tb_sock *s, uint32_t gen, int fd)
+bool tb_sock_check_slot(struct tb_sock *s, uint32_t gen, int fd, bool *taken)
 {
-	bool stale = false, b;
+	bool ours, b;
 
 	/* Under `busy`, as an expiry: the number cannot be given back to the kernel by a close
 	 * under way, nor the entry freed, while we look (sock.h, rule 3). Without it, a sweep
 	 * that read the table before a close could find the entry reused by another thread's
 	 * new connect on the same number, see the old inode, and take the live socket
-	 * (regress/gate_sweep_reuse). */
+	 * (regress/gate_sweep_reuse, regress/expired_stale_reuse). */
+	*taken = false;
 	b = take_busy(s);
-	if (slot_is(fd, s) && TB_ST_GEN(tb_sock_word(s)) == gen && !fd_is_ours(s, gen, fd))
-		stale = tb_fd_take_if(fd, s);
+	ours = fd_is_ours(s, gen, fd);
+	if (!ours && slot_is(fd, s) && TB_ST_GEN(tb_sock_word(s)) == gen)
+		*taken = tb_fd_take_if(fd, s);
 	/* A generation that moved since the check: not the socket looked at. Give it back. */
-	if (stale && TB_ST_GEN(tb_sock_word(s)) != gen) {
+	if (*taken && TB_ST_GEN(tb_sock_word(s)) != gen) {
 		tb_fd_set(fd, s);
-		stale = false;
+		*taken = false;
 	}
 	drop_busy(s, b);
-	return stale;
+	return ours;
+}
+
+bool tb_sock_take_if_stale(struct tb_sock *s, uint32_t gen, int fd)
+{
+	bool taken;
+
+	tb_sock_check_slot(s, gen, fd, &taken);
+	return taken;
 }
 
 bool tb_sock_mark_expired(struct tb_sock *s, uint32_t gen, enum tb_phase phase, int fd)

@@ -12,25 +12,37 @@
 #include "thread.h"
 #include "real.h"
 
-void tb_stale_drop(int fd, struct tb_sock *s)
+void tb_stale_drop(int fd, struct tb_sock *s, uint32_t gen)
 {
-	if (tb_foreign_process())
-		return;
-	if (tb_fd_take_if(fd, s))
+	if (!tb_foreign_process() && tb_sock_take_if_stale(s, gen, fd))
 		tb_sock_unref(s);
+}
+
+bool tb_stale_check_gen(int fd, struct tb_sock *s, uint32_t gen)
+{
+	int saved = errno;
+	struct stat st;
+	bool ours, taken = false;
+
+	/* Under `busy` with the generation (tb_sock_check_slot): an inode looked at, then a
+	 * take outside it, could take another thread's new socket - the number closed and
+	 * connected again, with the same pool entry, in between (regress/expired_stale_reuse).
+	 * A vfork child changes nothing of its parent's, `busy` included: it only looks. */
+	if (!tb_foreign_process())
+		ours = tb_sock_check_slot(s, gen, fd, &taken);
+	else
+		ours = TB_ST_GEN(tb_sock_word(s)) == gen && tb_fstat_raw(fd, &st) == 0 &&
+		       S_ISSOCK(st.st_mode) &&
+		       (uint64_t)st.st_ino == atomic_load_explicit(&s->ino, memory_order_relaxed);
+	if (taken)
+		tb_sock_unref(s);
+	errno = saved;
+	return ours;
 }
 
 bool tb_stale_check(int fd, struct tb_sock *s)
 {
-	int saved = errno;
-	struct stat st;
-	bool ours = tb_fstat_raw(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
-		    (uint64_t)st.st_ino == atomic_load_explicit(&s->ino, memory_order_relaxed);
-
-	if (!ours)
-		tb_stale_drop(fd, s);
-	errno = saved;
-	return ours;
+	return tb_stale_check_gen(fd, s, TB_ST_GEN(tb_sock_word(s)));
 }
 
 void tb_stale_sweep_gate(struct tb_gate *g)

@@ -315,11 +315,13 @@ begin_wait(struct tb_xfer *x, struct tb_sock *s, int fd, enum tb_side side, int6
 }
 
 /* An EXPIRED slot may be stale: the program closed the fd where we could not see it and
- * the number now names something else (then the call is the program's own). */
+ * the number now names something else (then the call is the program's own) - or, since
+ * the call began, another socket, with the same pool entry at a new generation: not ours
+ * either, and its slot stays (regress/expired_stale_reuse). */
 static __attribute__((noinline, cold)) int begin_expired(struct tb_xfer *x, struct tb_sock *s,
 							  int fd)
 {
-	if (!tb_stale_check(fd, s)) {
+	if (!tb_stale_check_gen(fd, s, x->gen)) {
 		x->s = NULL;
 		errno = x->saved_errno;
 		return 0;
@@ -649,11 +651,13 @@ void tb_xfer_abandon_stale(struct tb_xfer *x)
 	struct tb_sock *s = x->s;
 
 	/* The wait began on s; end it before s can go back to the pool. The budget is not
-	 * told: nothing was attempted on the socket. */
+	 * told: nothing was attempted on the socket. The slot is taken under `busy`, at the
+	 * generation the call began with: the number may have been closed and connected
+	 * again since the send failed (regress/expired_stale_reuse). */
 	if (s != NULL && TB_ST_GEN(tb_sock_word(s)) == x->gen) {
 		if (x->waited)
 			tb_sock_wait_end(s, x->side, tb_now(), false, x->gen);
-		tb_stale_drop(x->fd, s);
+		tb_stale_drop(x->fd, s, x->gen);
 	}
 	x->s = NULL;
 	errno = x->saved_errno;
