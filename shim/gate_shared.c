@@ -22,9 +22,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "clock.h"
+#include "fdtable.h"
 #include "futex.h"
 #include "gate.h"
 #include "gate_file.h"
@@ -63,6 +65,14 @@ static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tb_shared_gate *gates;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 static atomic_bool said_unavailable, said_ungated, said_follow;
+
+/* Slot descriptions in hand (tb_shared_gate_in_hand), by every thread and by this one. */
+static atomic_int in_hand;
+static __thread int own_in_hand __attribute__((tls_model("initial-exec")));
+/* In a fork child between tb_shared_gate_fork_child and tb_shared_gate_fork_unheld: one bit
+ * per fd through which a socket of the child holds a slot. */
+static atomic_ulong *held_bits;
+static size_t held_len;
 
 /* One event=error line; with `once`, only the first time in this process. */
 static void say(atomic_bool *once, const char *name, const char *why, const char *effect)
@@ -439,8 +449,27 @@ void tb_shared_gate_stats(struct tb_shared_gate *g, unsigned long *acquired,
 	*rejected = atomic_load(&page->rejected);
 }
 
+void tb_shared_gate_in_hand(int delta)
+{
+	atomic_fetch_add(&in_hand, delta);
+	own_in_hand += delta;
+}
+
 void tb_shared_gate_fork_child(void)
 {
+	int cap = atomic_load(&tb_fd_cap);
+
+	/* Another thread had a slot's description in hand: the child looks for it once the
+	 * sockets said which descriptions they hold. One the forking thread has in hand itself
+	 * (a fork from a signal handler above its own gate step) is not followed. */
+	if (gates != NULL && atomic_load(&in_hand) > 0 && own_in_hand == 0 && cap > 0) {
+		held_len = (size_t)cap / 8 + sizeof(unsigned long);
+		held_bits = mmap(NULL, held_len, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (held_bits == MAP_FAILED)
+			held_bits = NULL;
+	}
+	atomic_store(&in_hand, own_in_hand);
 	pthread_mutex_init(&list_lock, NULL);
 	tb_gate_file_fork_child();
 	for (struct tb_shared_gate *g = gates; g != NULL; g = g->next) {
@@ -456,4 +485,78 @@ void tb_shared_gate_fork_child(void)
 			g->fd = fd;
 		}
 	}
+}
+
+void tb_shared_gate_fork_held(int slot_fd)
+{
+	if (held_bits != NULL && slot_fd >= 0 &&
+	    (size_t)slot_fd / 64 < held_len / sizeof(unsigned long))
+		atomic_fetch_or_explicit(&held_bits[slot_fd / 64], 1UL << (slot_fd % 64),
+					 memory_order_relaxed);
+}
+
+/* Is fd a description of a gate file this process knows, other than a use lock's? */
+static bool slot_description(int fd)
+{
+	struct stat st;
+
+	if (tb_fstat_raw(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return false;
+	for (struct tb_shared_gate *g = gates; g != NULL; g = g->next) {
+		struct stat old;
+
+		if (fd == g->fd || fd == g->old_fd)
+			return false;
+		if (same_file(g, &st))
+			return true;
+		if (g->old_fd >= 0 && tb_fstat_raw(g->old_fd, &old) == 0 &&
+		    old.st_dev == st.st_dev && old.st_ino == st.st_ino)
+			return true;
+	}
+	return false;
+}
+
+static void close_unheld(int fd)
+{
+	size_t word = (size_t)fd / 64;
+	bool held = word >= held_len / sizeof(unsigned long) || /* past the table: not ours */
+		    (atomic_load_explicit(&held_bits[word], memory_order_relaxed) >> (fd % 64)) & 1;
+
+	if (!held && slot_description(fd))
+		tb_gate_file_close(fd);
+}
+
+void tb_shared_gate_fork_unheld(void)
+{
+	char buf[4096];
+	long n;
+	int dfd;
+
+	if (held_bits == NULL)
+		return;
+	/* Every fd of the child, /proc's listing: a description is in hand before it is
+	 * marked internal (tb_fd_move_internal) as well as after. Without /proc, the internal
+	 * ones. */
+	dfd = tb_open_raw(AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	if (dfd < 0) {
+		for (int fd = 0, hi = atomic_load(&tb_fd_internal_hiwater); fd <= hi; fd++)
+			if (tb_fd_is_internal(fd))
+				close_unheld(fd);
+	}
+	while (dfd >= 0 && (n = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0) {
+		for (long at = 0; at < n;) {
+			struct { uint64_t ino; int64_t off; unsigned short len; unsigned char type;
+				 char name[]; } *e = (void *)(buf + at);
+			char *end;
+			long fd = strtol(e->name, &end, 10);
+
+			if (end != e->name && *end == '\0' && fd != dfd)
+				close_unheld((int)fd);
+			at += e->len;
+		}
+	}
+	if (dfd >= 0)
+		tb_real.close(dfd);
+	munmap(held_bits, held_len);
+	held_bits = NULL;
 }

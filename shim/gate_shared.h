@@ -47,8 +47,23 @@ void tb_shared_gate_counts(struct tb_shared_gate *g, long *leased, long *pending
 void tb_shared_gate_stats(struct tb_shared_gate *g, unsigned long *acquired,
 			  unsigned long *timed_out, unsigned long *rejected);
 
+/*
+ * A slot's description is in hand from its open for a connect until its socket records it
+ * (tb_sock_hold_slot) or it is closed, and again while a close takes it from its socket and
+ * closes it: the callers bracket those moments with +1 and -1. A fork child inherits the
+ * descriptions other threads had in hand, which no socket of its own holds: its copy would
+ * keep the slot locked, for every process sharing the gate, after the parent closed the
+ * connection - until the child exits or execs (regress/gate_shared_fork_waiter).
+ */
+void tb_shared_gate_in_hand(int delta);
+
 /* Forked child: gives the child a use lock of its own on every gate file (so neither
- * process's exit removes a file the other still uses) and resets the locks. */
+ * process's exit removes a file the other still uses) and resets the locks. When another
+ * thread had a description in hand, the child then closes every one no socket of its own
+ * holds a slot through: tb_shared_gate_fork_held for each slot fd a socket holds, then
+ * tb_shared_gate_fork_unheld. */
 void tb_shared_gate_fork_child(void);
+void tb_shared_gate_fork_held(int slot_fd);
+void tb_shared_gate_fork_unheld(void);
 
 #endif

@@ -104,9 +104,16 @@ int tb_gates_acquire(struct tb_gate *g, const struct tb_settings *set, bool nonb
 	int err;
 
 	*slot_fd = -1;
-	if (g->shared != NULL)
-		return tb_shared_gate_acquire(g->shared, set, nonblock, fd, call_start,
-					      call_deadline, phase, slot_fd);
+	if (g->shared != NULL) {
+		int got;
+
+		tb_shared_gate_in_hand(1);
+		got = tb_shared_gate_acquire(g->shared, set, nonblock, fd, call_start,
+					     call_deadline, phase, slot_fd);
+		if (got != 0)
+			tb_shared_gate_in_hand(-1);
+		return got;
+	}
 	if (tb_gate_try_acquire(g))
 		return 0;
 	if (nonblock && set->gate_nonblocking == TB_GATE_NB_FAIL) {
@@ -186,6 +193,24 @@ void tb_gates_fork_child(void)
 	tb_shared_gate_fork_child();
 	for (unsigned i = 0, n = atomic_load(&made_count); i < n; i++)
 		tb_gate_fork_child(atomic_load_explicit(&made[i], memory_order_relaxed));
+}
+
+void tb_gates_in_hand(const struct tb_gate *g, int delta)
+{
+	if (g == NULL || g->shared != NULL)
+		tb_shared_gate_in_hand(delta);
+}
+
+void tb_gates_fork_held(struct tb_gate *g, int slot_fd)
+{
+	tb_gate_fork_held(g);
+	if (g->shared != NULL)
+		tb_shared_gate_fork_held(slot_fd);
+}
+
+void tb_gates_fork_unheld(void)
+{
+	tb_shared_gate_fork_unheld();
 }
 
 void tb_gates_each(void (*fn)(void *ctx, const struct tb_dest *d,

@@ -40,8 +40,21 @@ void tb_gates_release(struct tb_gate *g, int slot_fd);
 void tb_gates_resize(struct tb_gate *g, int max);
 
 /* Forked child: the waiting threads did not survive; empty every queue and free every
- * slot, which the caller then counts back from the sockets (tb_sock_slots_fork_child). */
+ * slot, which the caller then counts back from the sockets (tb_sock_slots_fork_child,
+ * through tb_gates_fork_held), then tb_gates_fork_unheld closes the shared gates' slot
+ * descriptions the child inherited from threads that had them in hand. */
 void tb_gates_fork_child(void);
+void tb_gates_fork_held(struct tb_gate *g, int slot_fd);
+void tb_gates_fork_unheld(void);
+
+/*
+ * A shared gate's slot is in hand (tb_shared_gate_in_hand) between a successful
+ * tb_gates_acquire, which counts it, and its record by the socket (tb_sock_hold_slot) or
+ * its release: the caller then calls this with -1. A close brackets its taking of the slot
+ * from the socket and the release with +1 and -1. Nothing for a gate of the process's own;
+ * g NULL: an fd that may be a slot's (a move out of the program's way) counts too.
+ */
+void tb_gates_in_hand(const struct tb_gate *g, int delta);
 
 /* One event=gate line per destination (leased, pending, max, acquired, timed_out,
  * rejected), and one line counting connects left ungated by a full table if any: printed

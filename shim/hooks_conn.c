@@ -255,16 +255,20 @@ static int connect_governed(int fd, const struct sockaddr *sa, socklen_t len, ui
 		say_ungoverned(fd, s == NULL);
 		if (s != NULL)
 			tb_sock_unref(s);
-		if (gate != NULL)
+		if (gate != NULL) {
 			tb_gates_release(gate, slot_fd);
+			tb_gates_in_hand(gate, -1);
+		}
 		tb_prot_drop(&prot);
 		errno = saved;
 		return tb_real.connect(fd, sa, len); /* ungoverned, not broken */
 	}
 	if (TB_UNLIKELY(prot.entry != 0))
 		tb_prot_bind(s, &prot);
-	if (gate != NULL)
+	if (gate != NULL) {
 		tb_sock_hold_slot(s, gate, slot_fd);
+		tb_gates_in_hand(gate, -1); /* the socket holds it now */
+	}
 	if (TB_UNLIKELY(set->propagate))
 		tb_pout_connected(fd, s); /* its state is mapped here, never on the data path */
 	tb_sock_set_call(s, start, deadline);

@@ -18,6 +18,7 @@
 
 #include "epoll_set.h"
 #include "fdtable.h"
+#include "gates.h"
 #include "hooks.h"
 #include "libc_compat.h"
 #include "log.h"
@@ -129,6 +130,7 @@ static void evacuate(int fd)
 
 	if (!tb_fd_is_internal(fd))
 		return;
+	tb_gates_in_hand(NULL, 1); /* the copy is a slot's before its socket records it */
 	moved = tb_fd_dup_internal(fd);
 	/* It is the log file or a shared-gate slot lock; the dup2 about to happen closes
 	 * the old number, and the copy keeps the file (and the slot's lock) open. With no
@@ -136,6 +138,7 @@ static void evacuate(int fd)
 	tb_log_fd_moved(fd, moved);
 	if (moved >= 0)
 		tb_sock_slot_fd_moved(fd, moved);
+	tb_gates_in_hand(NULL, -1);
 }
 
 /* The program put something of its own on fd 2: its stderr from now on (log_sink.h). */

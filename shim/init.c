@@ -66,6 +66,7 @@ static void fork_child(void)
 	tb_wd_fork_child();
 	tb_gates_fork_child();
 	tb_sock_slots_fork_child(); /* the gates' slots the child's sockets hold */
+	tb_gates_fork_unheld();     /* and the shared ones no socket of the child holds */
 	tb_prot_fork_child();
 	tb_log_fork_child();
 }

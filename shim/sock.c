@@ -348,9 +348,17 @@ void tb_sock_hold_slot(struct tb_sock *s, struct tb_gate *g, int slot_fd)
 void tb_sock_release_slot(struct tb_sock *s)
 {
 	struct tb_sock_rare *r = tb_sock_rare(s);
+	struct tb_gate *g;
 
+	if (!atomic_load(&s->has_slot))
+		return;
+	/* In hand from before has_slot falls until the release closed it: a fork child must
+	 * not keep a shared gate's slot no socket of its own holds (gates.h). */
+	g = atomic_load_explicit(&r->gate, memory_order_relaxed);
+	tb_gates_in_hand(g, 1);
 	if (atomic_exchange(&s->has_slot, false))
-		tb_gates_release(atomic_load_explicit(&r->gate, memory_order_relaxed), r->slot_fd);
+		tb_gates_release(g, r->slot_fd);
+	tb_gates_in_hand(g, -1);
 }
 
 /*
@@ -727,8 +735,12 @@ void tb_sock_fork_child(void)
 
 static void count_slot(struct tb_sock *s)
 {
-	if (atomic_load_explicit(&s->has_slot, memory_order_relaxed))
-		tb_gate_fork_held(atomic_load_explicit(&tb_sock_rare(s)->gate, memory_order_relaxed));
+	struct tb_sock_rare *r;
+
+	if (!atomic_load_explicit(&s->has_slot, memory_order_relaxed))
+		return;
+	r = tb_sock_rare(s);
+	tb_gates_fork_held(atomic_load_explicit(&r->gate, memory_order_relaxed), r->slot_fd);
 }
 
 void tb_sock_slots_fork_child(void)
