@@ -1,6 +1,6 @@
 /* hooks_fd.c - fd lifetime: close, close_range, closefrom, dup*, fcntl (F_DUPFD*, F_SETFL),
- * ioctl (FIONBIO), fclose and freopen. Keeps the fd table exact so a slot never outlives its
- * socket, and keeps the program from closing timebox's own fds.
+ * ioctl (FIONBIO), fclose, freopen and unshare (CLONE_FILES). Keeps the fd table exact so a
+ * slot never outlives its socket, and keeps the program from closing timebox's own fds.
  *
  * Every path that changes the table first asks tb_foreign_process(): a vfork child (CPython's
  * subprocess closes every fd >= 3 with close_range between vfork and exec; posix_spawn and
@@ -30,6 +30,9 @@
 #include "stats.h"
 #include "thread.h"
 
+#ifndef CLOSE_RANGE_UNSHARE
+#define CLOSE_RANGE_UNSHARE (1U << 1)
+#endif
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
@@ -224,12 +227,14 @@ TB_EXPORT int close(int fd)
  * real close). The range is closed by one real call - or one per SPAN_BATCH governed fds:
  * closing a governed fd on its own first would free its number while the range's call is
  * still to come, and a number another thread got meanwhile would be closed under it.
+ * With CLOSE_RANGE_UNSHARE (the table is the other threads' too: close_range) the range
+ * closes in the caller's copy only: nothing is detached.
  */
 static int close_span(unsigned lo, unsigned hi, int flags)
 {
 	struct tb_sock *held[SPAN_BATCH];
 	int held_fd[SPAN_BATCH];
-	int hw = atomic_load(&tb_fd_hiwater), rc = 0;
+	int hw = (flags & CLOSE_RANGE_UNSHARE) ? -1 : atomic_load(&tb_fd_hiwater), rc = 0;
 
 	while (lo <= hi) {
 		unsigned end = hi;
@@ -270,7 +275,7 @@ static int close_range_own(unsigned first, unsigned last, int flags)
 	unsigned lo = first;
 	int rc = 0, ihi = atomic_load(&tb_fd_internal_hiwater);
 
-	if (TB_UNLIKELY(tb_pin_enabled()))
+	if (TB_UNLIKELY(tb_pin_enabled()) && !(flags & CLOSE_RANGE_UNSHARE))
 		tb_pin_forget_range(first, last);
 	for (unsigned fd = first; ihi >= 0 && fd <= last && fd <= (unsigned)ihi; fd++) {
 		if (!tb_fd_is_internal((int)fd))
@@ -286,13 +291,40 @@ static int close_range_own(unsigned first, unsigned last, int flags)
 	return rc;
 }
 
+/*
+ * The caller asks for a table of its own (close_range's CLOSE_RANGE_UNSHARE, unshare's
+ * CLONE_FILES): the kernel copies the table when another thread shares it, and does nothing
+ * otherwise. timebox's own threads share it, so in a program with no other thread the copy
+ * would be made where natively none is: the caller's close would then close nothing of
+ * what timebox's threads keep open, and a peer waited for an end of stream that natively
+ * comes at once (tests/regress/close_range_unshare.c). True when natively no copy would be
+ * made: the request is then dropped. A vfork child has a table of its own already.
+ */
+static bool unshare_is_noop(void)
+{
+	return !tb_foreign_process() && tb_thread_program_alone();
+}
+
 TB_EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
+	/* Kept when other threads of the program share the table: the range then closes in
+	 * the caller's copy and stays open in theirs, still tracked (close_span). */
+	if (TB_UNLIKELY(flags & CLOSE_RANGE_UNSHARE) && unshare_is_noop())
+		flags &= ~CLOSE_RANGE_UNSHARE;
 	if (flags & CLOSE_RANGE_CLOEXEC)
 		return tb_real.close_range(first, last, flags); /* nothing closes before exec */
 	if (first > last || tb_foreign_process())
 		return tb_real.close_range(first, last, flags);
 	return close_range_own(first, last, flags);
+}
+
+/* Beyond CLONE_FILES, every flag goes to the kernel as it came: unshare(0) does nothing
+ * and succeeds, as natively unshare(CLONE_FILES) does in a program with one thread. */
+TB_EXPORT int unshare(int flags)
+{
+	if (TB_UNLIKELY(flags & CLONE_FILES) && unshare_is_noop())
+		flags &= ~CLONE_FILES;
+	return tb_real.unshare(flags);
 }
 
 /* closefrom (glibc 2.34+) closes inside libc, out of our sight: bound here, at load time, so

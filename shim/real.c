@@ -130,6 +130,7 @@ ENTRY(int, getsockopt, (int fd, int lv, int nm, void *v, socklen_t *l), (fd, lv,
 ENTRY(int, close, (int fd), (fd), syscall(SYS_close, fd))
 ENTRY(int, close_range, (unsigned a, unsigned b, int f), (a, b, f),
       syscall(SYS_close_range, a, b, f))
+ENTRY(int, unshare, (int f), (f), syscall(SYS_unshare, f))
 ENTRY(int, dup, (int fd), (fd), syscall(SYS_dup, fd))
 ENTRY(int, dup2, (int a, int b), (a, b), syscall(SYS_dup2, a, b))
 ENTRY(int, dup3, (int a, int b, int f), (a, b, f), syscall(SYS_dup3, a, b, f))
@@ -238,7 +239,8 @@ struct tb_real tb_real = {
 	.poll = boot_poll, .ppoll = boot_ppoll, .select = boot_select,
 	.pselect = boot_pselect, .connect = boot_connect, .socket = boot_socket,
 	.accept = boot_accept, .accept4 = boot_accept4, .getsockopt = boot_getsockopt,
-	.close = boot_close, .close_range = boot_close_range, .dup = boot_dup,
+	.close = boot_close, .close_range = boot_close_range,
+	.unshare = boot_unshare, .dup = boot_dup,
 	.dup2 = boot_dup2, .dup3 = boot_dup3, .fcntl = boot_fcntl, .fcntl64 = boot_fcntl64,
 	.ioctl = boot_ioctl, .fclose = boot_fclose, .freopen = boot_freopen,
 	.freopen64 = boot_freopen64, .dlopen = boot_dlopen,
@@ -447,6 +449,7 @@ static TB_BINDER void bind_all(void)
 	BIND(getsockopt);
 	BIND(close);
 	BIND(close_range);
+	BIND(unshare);
 	BIND(dup);
 	BIND(dup2);
 	BIND(dup3);

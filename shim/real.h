@@ -64,6 +64,7 @@ struct tb_real {
 	int (*getsockopt)(int, int, int, void *, socklen_t *);
 	int (*close)(int);
 	int (*close_range)(unsigned, unsigned, int);
+	int (*unshare)(int);
 	int (*dup)(int);
 	int (*dup2)(int, int);
 	int (*dup3)(int, int, int);

@@ -13,6 +13,7 @@
 #include "libc_compat.h"
 #include "log.h"
 #include "resolve.h"
+#include "thread.h"
 
 /*
  * Why threads of our own. glibc's resolver cannot be interrupted: it waits on its own socket
@@ -245,6 +246,7 @@ static void *resolver_thread(void *arg)
 			if (rc == ETIMEDOUT && pool.head == NULL) {
 				pool.threads--;
 				pthread_mutex_unlock(&pool.lock);
+				tb_thread_own_ended();
 				return NULL;
 			}
 		}
@@ -282,8 +284,10 @@ static void grow_locked(void)
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (pthread_create(&t, &attr, resolver_thread, NULL) == 0)
+	if (pthread_create(&t, &attr, resolver_thread, NULL) == 0) {
 		pool.threads++;
+		tb_thread_own_started();
+	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 }

@@ -29,6 +29,7 @@ static void *trampoline(void *arg)
 {
 	struct launch *l = arg;
 	void *(*fn)(void *) = l->fn;
+	void *r;
 
 	/* Named by itself: one prctl on this thread's own time. Named by the creator
 	 * (pthread_setname_np on another thread), it was an open, a write and a close of
@@ -37,7 +38,9 @@ static void *trampoline(void *arg)
 	if (atomic_fetch_sub(&starting, 1) == 1)
 		tb_futex_wake_all(&starting, false);
 	tb_thread_service = true; /* created with every signal blocked (tb_service_start) */
-	return fn(NULL);
+	r = fn(NULL);
+	tb_thread_own_ended(); /* the last thing it does (thread.h) */
+	return r;
 }
 
 static int start(pthread_t *tid, struct launch *l, size_t stack)
@@ -77,7 +80,9 @@ bool tb_service_start(void *(*fn)(void *), size_t stack, const char *name)
 	rc = start(&tid, l, stack);
 	if (rc == EINVAL) /* the program's static TLS does not fit in `stack` */
 		rc = start(&tid, l, 0);
-	if (rc != 0 && atomic_fetch_sub(&starting, 1) == 1)
+	if (rc == 0)
+		tb_thread_own_started();
+	else if (atomic_fetch_sub(&starting, 1) == 1)
 		tb_futex_wake_all(&starting, false);
 	pthread_mutex_unlock(&launch_lock);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);

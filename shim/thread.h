@@ -69,7 +69,28 @@ bool tb_foreign_process(void);
  */
 int tb_pid(void);
 
-/* In a forked child: a new process id, a new tid, and no call under way on this thread. */
+/*
+ * timebox's own threads (the watchdog, the statistics thread, the resolvers) share the
+ * program's fd table, so the kernel takes a table a single-threaded program owns alone for
+ * shared: close_range(CLOSE_RANGE_UNSHARE) and unshare(CLONE_FILES) would copy it and
+ * leave the connections open in the copy timebox's threads keep (hooks_fd.c). Each of them
+ * is counted once pthread_create has returned it, and counted out as the last thing it
+ * does: a thread not yet, or no longer, counted is taken for the program's, never the
+ * other way round.
+ */
+void tb_thread_own_started(void);
+void tb_thread_own_ended(void);
+
+/*
+ * True when every thread of the process but the caller is one of timebox's (/proc/self/stat
+ * against the count above): the table the caller uses is then the program's alone, as far
+ * as the program can tell. False when in doubt (no /proc). A few system calls: for the
+ * calls that unshare the fd table only.
+ */
+bool tb_thread_program_alone(void);
+
+/* In a forked child: a new process id, a new tid, no call under way on this thread, and
+ * none of timebox's threads (they stayed in the parent). */
 void tb_thread_fork_child(void);
 
 #endif

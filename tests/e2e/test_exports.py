@@ -11,6 +11,8 @@ HOOKS = {
     "accept4", "getsockopt", "close", "close_range", "closefrom", "dup", "dup2", "dup3", "fcntl",
     "fcntl64", "ioctl", "fclose", "freopen", "freopen64", "__read_chk", "__recv_chk",
     "__recvfrom_chk", "__poll_chk", "__ppoll_chk", "dlopen",
+    # CLONE_FILES: timebox's threads must not make a single-threaded program's table shared
+    "unshare",
     # event loops: a thread in epoll_wait waits visibly on its instance's governed sockets
     "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2",
 }
