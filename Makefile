@@ -338,7 +338,7 @@ conformance-short: all
 
 # The musl column (tests/e2e/test_musl.py): the musl build and the project's own C clients
 # built with musl-gcc, run through the launcher of the build under test.
-MUSL_CLIENTS := $(addprefix build/musl/tests/e2e/clients/,blockcli evcli stdiocli gaicli gnicli)
+MUSL_CLIENTS := $(addprefix build/musl/tests/e2e/clients/,blockcli evcli stdiocli gaicli gnicli ghbacli)
 # Regression programs of defects only the musl build had, built with musl-gcc; test_musl.py
 # runs them under it.
 MUSL_CLIENTS += $(addprefix build/musl/tests/regress/,stdio_memory_errno)

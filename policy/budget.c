@@ -106,6 +106,11 @@ step_locked(struct tb_budget *b, const struct tb_settings *s, const struct tb_de
 			close_call(b); /* nothing failed: the program was elsewhere; a new call */
 		}
 	}
+	/* A call that lookups opened has no destination yet (family 0: every socket's has one):
+	 * the first destination the thread steps towards is its own. The lookup is the first
+	 * step of the call that connects to what it found, under the same deadline. */
+	if (b->open && b->dest.family == 0 && d->family != 0)
+		b->dest = *d;
 	/* A step towards another destination is another call - a write-only stream's send (a
 	 * log shipper) opens a call that never gets an answer, and a request elsewhere must not
 	 * inherit what is left of it - unless it retries a failed attempt on another address

@@ -17,7 +17,8 @@
  * after a response, or steps towards another destination (a write-only stream's sends
  * never complete a call: another request must not inherit their deadline) - except a retry
  * after a failed attempt towards another address with the same port (a replica of the
- * same service behind its name). Failed attempts (refused, reset, a phase timeout) leave it open, so the
+ * same service behind its name), and except the first destination after name lookups (a
+ * lookup steps towards no destination: the call it opens is the connect's that follows). Failed attempts (refused, reset, a phase timeout) leave it open, so the
  * program's own retries spend the same deadline. When an expiry at the deadline has been
  * delivered, the budget closes and further attempts to the same destination fail at once
  * until `retry_window` has passed since the deadline. A step that comes after the deadline

@@ -20,7 +20,7 @@
  */
 const struct tb_env_var tb_env_vars[] = {
 	{ "TIMEBOX_DNS_TIMEOUT", "--dns-timeout", TB_ENV_DURATION, AT(dns_ns),
-	  "limit on a lookup (getaddrinfo, gethostbyname*, getnameinfo; default: the connect timeout)" },
+	  "limit on a lookup (getaddrinfo, gethostbyname*, getnameinfo, gethostbyaddr*; default: the connect timeout)" },
 	{ "TIMEBOX_CONNECT_TIMEOUT", "--connect-timeout", TB_ENV_DURATION, AT(connect_ns),
 	  "limit on the TCP handshake" },
 	{ "TIMEBOX_WRITE_TIMEOUT", "--write-timeout", TB_ENV_DURATION, AT(write_ns),

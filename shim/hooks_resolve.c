@@ -1,6 +1,6 @@
-/* hooks_resolve.c - getaddrinfo, gethostbyname* and getnameinfo: bounded by phase dns
- * (resolve.h); what the forward lookups resolved is remembered (only when a rule names a host)
- * so a connect finds its name. */
+/* hooks_resolve.c - getaddrinfo, gethostbyname*, getnameinfo and gethostbyaddr*: bounded by
+ * phase dns (resolve.h); what the forward lookups resolved is remembered (only when a rule
+ * names a host) so a connect finds its name. */
 #include <errno.h>
 #include <netdb.h>
 #include <stdlib.h>
@@ -81,8 +81,7 @@ TB_EXPORT struct hostent *gethostbyname(const char *name)
 		break;
 	default:
 		tb_lookup_expired(&lk);
-		h_errno = TRY_AGAIN;
-		return NULL;
+		return tb_hostname_unanswered();
 	}
 	learn_hostent(name, h);
 	return h;
@@ -105,8 +104,7 @@ TB_EXPORT struct hostent *gethostbyname2(const char *name, int af)
 		break;
 	default:
 		tb_lookup_expired(&lk);
-		h_errno = TRY_AGAIN;
-		return NULL;
+		return tb_hostname_unanswered();
 	}
 	learn_hostent(name, h);
 	return h;
@@ -131,9 +129,7 @@ TB_EXPORT int gethostbyname_r(const char *name, struct hostent *ret, char *buf, 
 		break;
 	default:
 		tb_lookup_expired(&lk);
-		*result = NULL;
-		*h_errnop = TRY_AGAIN;
-		return EAGAIN;
+		return tb_hostname_r_unanswered(result, h_errnop);
 	}
 	if (r == 0 && result != NULL)
 		learn_hostent(name, *result);
@@ -159,9 +155,7 @@ TB_EXPORT int gethostbyname2_r(const char *name, int af, struct hostent *ret, ch
 		break;
 	default:
 		tb_lookup_expired(&lk);
-		*result = NULL;
-		*h_errnop = TRY_AGAIN;
-		return EAGAIN;
+		return tb_hostname_r_unanswered(result, h_errnop);
 	}
 	if (r == 0 && result != NULL)
 		learn_hostent(name, *result);
@@ -186,5 +180,46 @@ TB_EXPORT int getnameinfo(const struct sockaddr *sa, socklen_t salen, char *host
 	default:
 		tb_lookup_expired(&lk);
 		return tb_nameinfo_unanswered(sa, salen, host, hostlen, serv, servlen, flags);
+	}
+}
+
+/* The older reverse lookups, as getnameinfo; their names are not remembered either. */
+TB_EXPORT struct hostent *gethostbyaddr(const void *addr, socklen_t len, int type)
+{
+	struct tb_lookup lk;
+
+	prepare();
+	if (tb_resolve_real.gethostbyaddr == NULL)
+		return NULL;
+	switch (tb_lookup_plan_hostaddr(&lk, addr, len, type)) {
+	case TB_LOOKUP_NATIVE:
+		return tb_resolve_real.gethostbyaddr(addr, len, type);
+	case TB_LOOKUP_BOUNDED:
+		return tb_lookup_gethostbyaddr(&lk, addr, len, type);
+	default:
+		tb_lookup_expired(&lk);
+		return tb_hostaddr_unanswered(addr, len, type);
+	}
+}
+
+TB_EXPORT int gethostbyaddr_r(const void *addr, socklen_t len, int type, struct hostent *ret,
+			      char *buf, size_t buflen, struct hostent **result, int *h_errnop)
+{
+	struct tb_lookup lk;
+
+	prepare();
+	if (tb_resolve_real.gethostbyaddr_r == NULL)
+		return ENOSYS;
+	switch (tb_lookup_plan_hostaddr(&lk, addr, len, type)) {
+	case TB_LOOKUP_NATIVE:
+		return tb_resolve_real.gethostbyaddr_r(addr, len, type, ret, buf, buflen, result,
+						       h_errnop);
+	case TB_LOOKUP_BOUNDED:
+		return tb_lookup_gethostbyaddr_r(&lk, addr, len, type, ret, buf, buflen, result,
+						 h_errnop);
+	default:
+		tb_lookup_expired(&lk);
+		return tb_hostaddr_r_unanswered(addr, len, type, ret, buf, buflen, result,
+						h_errnop);
 	}
 }

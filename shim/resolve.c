@@ -34,6 +34,8 @@ static void bind_resolve(void)
 	*(void **)&tb_resolve_real.gethostbyname_r = dlsym(RTLD_NEXT, "gethostbyname_r");
 	*(void **)&tb_resolve_real.gethostbyname2_r = dlsym(RTLD_NEXT, "gethostbyname2_r");
 	*(void **)&tb_resolve_real.getnameinfo = dlsym(RTLD_NEXT, "getnameinfo");
+	*(void **)&tb_resolve_real.gethostbyaddr = dlsym(RTLD_NEXT, "gethostbyaddr");
+	*(void **)&tb_resolve_real.gethostbyaddr_r = dlsym(RTLD_NEXT, "gethostbyaddr_r");
 	tb_atfork(NULL, NULL, tb_resolve_fork_child);
 }
 
@@ -444,6 +446,17 @@ enum tb_lookup_plan tb_lookup_plan(struct tb_lookup *lk, const char *name, int a
 	return plan_step(lk, name);
 }
 
+/* A reverse lookup of key's address (family af): native when /etc/hosts lists it, else
+ * planned as a name's, its name for the log the address in text (lk->text). */
+static enum tb_lookup_plan plan_reverse(struct tb_lookup *lk, int af, const struct host_addr *key)
+{
+	if (hosts_answer(NULL, af, key))
+		return TB_LOOKUP_NATIVE;
+	if (inet_ntop(af, key->a, lk->text, sizeof(lk->text)) == NULL)
+		lk->text[0] = '\0';
+	return plan_step(lk, lk->text);
+}
+
 enum tb_lookup_plan tb_lookup_plan_addr(struct tb_lookup *lk, const struct sockaddr *sa,
 					socklen_t salen, bool numeric)
 {
@@ -463,11 +476,36 @@ enum tb_lookup_plan tb_lookup_plan_addr(struct tb_lookup *lk, const struct socka
 	} else {
 		return TB_LOOKUP_NATIVE; /* AF_UNIX, another family, or libc's own EAI_FAMILY */
 	}
-	if (hosts_answer(NULL, af, &key))
+	return plan_reverse(lk, af, &key);
+}
+
+enum tb_lookup_plan tb_lookup_plan_hostaddr(struct tb_lookup *lk, const void *addr,
+					    socklen_t len, int af)
+{
+	static const unsigned char any6[16];
+	struct host_addr key;
+
+	if (addr == NULL || !bounding())
 		return TB_LOOKUP_NATIVE;
-	if (inet_ntop(af, key.a, lk->text, sizeof(lk->text)) == NULL)
-		lk->text[0] = '\0';
-	return plan_step(lk, lk->text);
+	memset(&key, 0, sizeof(key));
+	/* Only an address of its family's own size: libc refuses a shorter one (EAFNOSUPPORT in
+	 * glibc, EINVAL in musl) and another family without asking anyone. glibc accepts a
+	 * longer one and asks DNS for its first bytes: that rare call stays native too. */
+	if (af == AF_INET && len == 4)
+		key.fam = FAM_V4;
+	else if (af == AF_INET6 && len == 16)
+		key.fam = FAM_V6;
+	else
+		return TB_LOOKUP_NATIVE;
+	memcpy(key.a, addr, len);
+#ifdef __GLIBC__
+	/* glibc answers :: itself (HOST_NOT_FOUND, ENOENT) before any source; musl asks DNS. */
+	if (len == 16 && memcmp(key.a, any6, 16) == 0)
+		return TB_LOOKUP_NATIVE;
+#else
+	(void)any6;
+#endif
+	return plan_reverse(lk, af, &key);
 }
 
 int tb_nameinfo_unanswered(const struct sockaddr *sa, socklen_t salen, char *host,

@@ -22,6 +22,9 @@ struct tb_resolve_real {
 				struct hostent **, int *);
 	int (*getnameinfo)(const struct sockaddr *, socklen_t, char *, socklen_t, char *,
 			   socklen_t, int);
+	struct hostent *(*gethostbyaddr)(const void *, socklen_t, int);
+	int (*gethostbyaddr_r)(const void *, socklen_t, int, struct hostent *, char *, size_t,
+			       struct hostent **, int *);
 };
 extern struct tb_resolve_real tb_resolve_real;
 
@@ -73,17 +76,28 @@ enum tb_lookup_plan tb_lookup_plan_addr(struct tb_lookup *lk, const struct socka
 					socklen_t salen, bool numeric);
 
 /*
- * The bounded lookups. Each returns what libc returned, or on expiry what libc returns when
- * the resolver does not answer: EAI_AGAIN; NULL with h_errno TRY_AGAIN; EAGAIN with
- * *h_errnop TRY_AGAIN and *result NULL. An expiry is logged (phase=dns) and reported to the
- * thread's budget. The lookup itself finishes on a resolver thread, which frees its result.
+ * Plans gethostbyaddr's reverse lookup of the `len` bytes at addr, as tb_lookup_plan_addr
+ * plans getnameinfo's. Native also for a family other than AF_INET and AF_INET6, for a
+ * length other than the family's address size, for an address /etc/hosts names, and in
+ * glibc for :: (answered "not found" by glibc itself).
+ */
+enum tb_lookup_plan tb_lookup_plan_hostaddr(struct tb_lookup *lk, const void *addr,
+					    socklen_t len, int af);
+
+/*
+ * The bounded lookups. Each returns what libc returned (with errno, h_errno and *h_errnop as
+ * libc left them), or on expiry what libc returns when the resolver does not answer:
+ * EAI_AGAIN; for the gethostby* functions, as tb_host*_unanswered below. An expiry is
+ * logged (phase=dns) and reported to the thread's budget. The lookup itself finishes on a
+ * resolver thread, which frees its result.
  */
 int tb_lookup_getaddrinfo(struct tb_lookup *lk, const char *node, const char *service,
 			  const struct addrinfo *hints, struct addrinfo **res);
 
 /* gethostbyname (two = false, af ignored) or gethostbyname2. The hostent is process-wide,
  * one per function as glibc's: valid until the next bounded call of the same function by any
- * thread (regress/gethostbyname_thread_exit, regress/gethostbyname_two_buffers). */
+ * thread (regress/gethostbyname_thread_exit, regress/gethostbyname_two_buffers); one that
+ * call replaced still reads as its bytes, never as freed memory. */
 struct hostent *tb_lookup_gethostbyname(struct tb_lookup *lk, const char *name, bool two,
 					int af);
 
@@ -92,6 +106,31 @@ struct hostent *tb_lookup_gethostbyname(struct tb_lookup *lk, const char *name, 
 int tb_lookup_gethostbyname_r(struct tb_lookup *lk, const char *name, bool two, int af,
 			      struct hostent *ret, char *buf, size_t len,
 			      struct hostent **result, int *h_errnop);
+
+/* gethostbyaddr: its hostent is kept as gethostbyname's, in storage of its own. */
+struct hostent *tb_lookup_gethostbyaddr(struct tb_lookup *lk, const void *addr, socklen_t len,
+					int af);
+
+/* gethostbyaddr_r, into the caller's buffer as gethostbyname_r. */
+int tb_lookup_gethostbyaddr_r(struct tb_lookup *lk, const void *addr, socklen_t len, int af,
+			      struct hostent *ret, char *buf, size_t buflen,
+			      struct hostent **result, int *h_errnop);
+
+/*
+ * What the gethostby* functions return when the resolver does not answer, as measured.
+ * glibc: gethostbyname and gethostbyname2 NULL, h_errno TRY_AGAIN, errno EAGAIN; their _r
+ * variants EAGAIN, *result NULL, *h_errnop and h_errno TRY_AGAIN, errno EAGAIN;
+ * gethostbyaddr NULL, h_errno TRY_AGAIN, errno 0; gethostbyaddr_r 0 (its "not found"),
+ * *result NULL, *h_errnop and h_errno TRY_AGAIN, errno 0. musl: the same for the name
+ * lookups without errno, and for the _r variants without h_errno (musl writes only
+ * *h_errnop); for the address lookups a hostent of the numeric address (its name and only
+ * alias), musl's own answer without one.
+ */
+struct hostent *tb_hostname_unanswered(void);
+int tb_hostname_r_unanswered(struct hostent **result, int *h_errnop);
+struct hostent *tb_hostaddr_unanswered(const void *addr, socklen_t len, int af);
+int tb_hostaddr_r_unanswered(const void *addr, socklen_t len, int af, struct hostent *ret,
+			     char *buf, size_t buflen, struct hostent **result, int *h_errnop);
 
 /*
  * getnameinfo through a resolver thread, into the caller's buffers: the host and service

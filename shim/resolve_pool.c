@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,7 @@
 #define HOSTENT_BUF_START 1024
 #define HOSTENT_BUF_MAX (1 << 20)
 #define BUF_ALIGN 16
-#define NAMEINFO_NO_HERR INT_MIN
+#define NO_HERR INT_MIN /* h_errno, *h_errnop: libc did not write it */
 
 enum kind { K_ADDRINFO, K_HOSTENT, K_HOSTENT_R, K_NAMEINFO };
 enum state { QUEUED, RUNNING, DONE };
@@ -52,11 +53,15 @@ struct req {
 	bool abandoned;
 	enum kind kind;
 	bool two;             /* gethostbyname2*: af applies */
+	bool byaddr;          /* gethostbyaddr*: addr, addrlen and af */
 	int af;
+	unsigned char addr[16];
+	socklen_t addrlen;
 	const char *node, *service;
 	bool has_hints;
 	struct addrinfo hints;
 	int rc, err, herr;    /* what the lookup returned; errno and h_errno after it */
+	int tls_herr;         /* K_HOSTENT_R: the thread's h_errno after it, or NO_HERR */
 	struct addrinfo *res;
 	struct hostent he, *result;
 	char *mem, *buf;      /* buf: mem aligned like the caller's buffer (K_HOSTENT_R) */
@@ -81,7 +86,7 @@ static bool pool_ready;
 
 /*
  * The results of the non-reentrant calls, kept as glibc keeps them: one per function
- * (gethostbyname, gethostbyname2), process-wide, overwritten by the next call of the same
+ * (gethostbyname, gethostbyname2, gethostbyaddr), process-wide, overwritten by the next call of the same
  * function from any thread and never freed otherwise. A result handed from a worker thread
  * to another, or held across a call of the other function, stays readable, as natively.
  * The buffer only grows, in powers of two from HOSTENT_BUF_START, and a buffer it outgrew is
@@ -98,7 +103,8 @@ static struct static_result {
 	size_t len;
 	char *outgrown[HOSTENT_SIZES];
 	int n_outgrown;
-} static_results[2] = { { .lock = PTHREAD_MUTEX_INITIALIZER },
+} static_results[3] = { { .lock = PTHREAD_MUTEX_INITIALIZER },
+			{ .lock = PTHREAD_MUTEX_INITIALIZER },
 			{ .lock = PTHREAD_MUTEX_INITIALIZER } };
 
 static void free_req(struct req *r)
@@ -174,33 +180,53 @@ static struct req *new_req(enum kind kind, const char *node, const char *service
 	return r;
 }
 
-/* gethostbyname*_r into r->buf; h_errno's value comes back in r->herr. */
+/* gethostbyname*_r or gethostbyaddr_r into r->buf; h_errno's value comes back in r->herr. */
 static int hostent_r(struct req *r)
 {
 	const struct tb_resolve_real *f = &tb_resolve_real;
 
+	if (r->byaddr)
+		return f->gethostbyaddr_r(r->addr, r->addrlen, r->af, &r->he, r->buf, r->buflen,
+					  &r->result, &r->herr);
 	if (r->two)
 		return f->gethostbyname2_r(r->node, r->af, &r->he, r->buf, r->buflen, &r->result,
 					   &r->herr);
 	return f->gethostbyname_r(r->node, &r->he, r->buf, r->buflen, &r->result, &r->herr);
 }
 
-/* The lookup itself, on a resolver thread. */
+/* Whether the non-reentrant call grows its buffer and asks again, as libc's own does: glibc
+ * when the _r function says ERANGE with h_errno NETDB_INTERNAL (getXXbyYY.c), musl on ERANGE
+ * (its _r functions leave *h_errnop alone then). */
+static bool grow_again(const struct req *r)
+{
+#ifdef __GLIBC__
+	return r->rc == ERANGE && r->herr == NETDB_INTERNAL;
+#else
+	return r->rc == ERANGE;
+#endif
+}
+
+/* The lookup itself, on a resolver thread, which starts from its caller's errno. */
 static void run(struct req *r)
 {
+	errno = r->err;
 	switch (r->kind) {
 	case K_ADDRINFO:
 		r->rc = tb_resolve_real.getaddrinfo(r->node, r->service,
 						    r->has_hints ? &r->hints : NULL, &r->res);
 		break;
 	case K_HOSTENT_R:
+		/* libc writes *h_errnop and h_errno on some paths only (glibc's _r functions set
+		 * h_errno too when DNS fails): a value it did not write is not handed back. */
+		r->herr = NO_HERR;
+		h_errno = NO_HERR;
 		r->rc = hostent_r(r);
+		r->tls_herr = h_errno;
 		break;
 	case K_NAMEINFO:
 		/* glibc's getnameinfo sets h_errno on some failures only: a value it did not set
-		 * is not handed back (NAMEINFO_NO_HERR). */
-		h_errno = NAMEINFO_NO_HERR;
-		errno = r->err;
+		 * is not handed back (NO_HERR). */
+		h_errno = NO_HERR;
 		r->rc = tb_resolve_real.getnameinfo((const struct sockaddr *)&r->sa, r->salen,
 						    r->host, r->hostlen, r->serv, r->servlen,
 						    r->flags);
@@ -220,7 +246,7 @@ static void run(struct req *r)
 			r->mem = r->buf = mem;
 			r->buflen = len;
 			r->rc = hostent_r(r);
-			if (r->rc != ERANGE || r->herr != NETDB_INTERNAL)
+			if (!grow_again(r))
 				break;
 		}
 		break;
@@ -472,7 +498,7 @@ static void copy_hostent(struct hostent *dst, char *buf, size_t used, const stru
  * ENOMEM) when that cannot grow. */
 static struct hostent *keep_static(const struct req *r)
 {
-	struct static_result *k = &static_results[r->two ? 1 : 0];
+	struct static_result *k = &static_results[r->byaddr ? 2 : r->two ? 1 : 0];
 	size_t used = used_bytes(r);
 	struct hostent *h = &k->he;
 
@@ -502,84 +528,284 @@ out:
 	return h;
 }
 
+/* The address a gethostbyaddr* request asks for (the plan saw to its length: 4 or 16). */
+static void set_addr(struct req *r, const void *addr, socklen_t len, int af)
+{
+	r->byaddr = true;
+	r->af = af;
+	r->addrlen = len;
+	memcpy(r->addr, addr, len);
+}
+
+/* A non-reentrant request run (W_DONE): its hostent in its function's static storage, h_errno
+ * and errno as libc's own function leaves them (glibc sets h_errno only when the _r function
+ * wrote one, getXXbyYY.c; musl's hands it h_errno itself). */
+static struct hostent *static_result(struct req *r)
+{
+	struct hostent *h = NULL;
+
+	if (r->herr != 0)
+		h_errno = r->herr;
+	errno = r->err;
+	if (r->result != NULL)
+		h = keep_static(r);
+	free_req(r);
+	return h;
+}
+
+/* A reentrant request run (W_DONE): the hostent moved into the caller's buffer, and what libc
+ * wrote of *h_errnop and h_errno. */
+static int reentrant_result(struct req *r, struct hostent *ret, char *buf,
+			    struct hostent **result, int *h_errnop)
+{
+	int rc = r->rc;
+
+	if (r->herr != NO_HERR)
+		*h_errnop = r->herr;
+	if (r->tls_herr != NO_HERR)
+		h_errno = r->tls_herr;
+	*result = NULL;
+	if (rc == 0 && r->result != NULL) {
+		copy_hostent(ret, buf, used_bytes(r), r);
+		*result = ret;
+	}
+	errno = r->err;
+	free_req(r);
+	return rc;
+}
+
+/* A reentrant request for the caller's buffer: the thread's is the caller's length up to
+ * HOSTENT_BUF_MAX. A length is the caller's word, not its buffer (SIZE_MAX would wrap the
+ * allocation, and a copy of the whole length would write past a buffer smaller than
+ * claimed). No resolver answer needs more (a DNS message is at most 64 KiB); beyond it the
+ * lookup reports ERANGE. NULL for a length of 0, or without memory: the caller's own call. */
+static struct req *reentrant_req(const char *name, char *buf, size_t len)
+{
+	size_t n = len < HOSTENT_BUF_MAX ? len : HOSTENT_BUF_MAX;
+
+	return n > 0 ? new_req(K_HOSTENT_R, name, NULL, n, buf) : NULL;
+}
+
 struct hostent *tb_lookup_gethostbyname(struct tb_lookup *lk, const char *name, bool two,
 					int af)
 {
 	struct req *r = new_req(K_HOSTENT, name, NULL, 0, NULL);
-	struct hostent *h = NULL;
-	int saved = errno;
 
 	if (r == NULL)
 		goto native;
 	r->two = two;
 	r->af = af;
+	r->err = errno;
 	switch (submit(r, lk)) {
 	case W_NO_THREAD:
 		free_req(r);
 		goto native;
 	case W_EXPIRED:
 		tb_lookup_cut(lk);
-		h_errno = TRY_AGAIN;
-		errno = saved;
-		return NULL;
+		return tb_hostname_unanswered();
 	case W_DONE:
 		break;
 	}
-	h_errno = r->herr;
-	errno = r->rc != 0 ? r->err : saved;
-	if (r->result != NULL)
-		h = keep_static(r);
-	free_req(r);
-	return h;
+	return static_result(r);
 native:
-	h = two ? tb_resolve_real.gethostbyname2(name, af) : tb_resolve_real.gethostbyname(name);
-	return h;
+	return two ? tb_resolve_real.gethostbyname2(name, af) : tb_resolve_real.gethostbyname(name);
 }
 
 int tb_lookup_gethostbyname_r(struct tb_lookup *lk, const char *name, bool two, int af,
 			      struct hostent *ret, char *buf, size_t len,
 			      struct hostent **result, int *h_errnop)
 {
-	/* The thread's buffer is the caller's length up to HOSTENT_BUF_MAX: a length is the
-	 * caller's word, not its buffer (SIZE_MAX would wrap the allocation, and a copy of the
-	 * whole length would write past a buffer smaller than claimed). No resolver answer needs
-	 * more (a DNS message is at most 64 KiB); beyond it the lookup reports ERANGE. */
-	size_t n = len < HOSTENT_BUF_MAX ? len : HOSTENT_BUF_MAX;
-	struct req *r = n > 0 ? new_req(K_HOSTENT_R, name, NULL, n, buf) : NULL;
-	int saved = errno, rc;
+	struct req *r = reentrant_req(name, buf, len);
 
 	if (r == NULL)
 		goto native;
 	r->two = two;
 	r->af = af;
+	r->err = errno;
 	switch (submit(r, lk)) {
 	case W_NO_THREAD:
 		free_req(r);
 		goto native;
 	case W_EXPIRED:
 		tb_lookup_cut(lk);
-		*result = NULL;
-		*h_errnop = TRY_AGAIN;
-		errno = saved;
-		return EAGAIN;
+		return tb_hostname_r_unanswered(result, h_errnop);
 	case W_DONE:
 		break;
 	}
-	rc = r->rc;
-	*h_errnop = r->herr;
-	*result = NULL;
-	if (rc == 0 && r->result != NULL) {
-		copy_hostent(ret, buf, used_bytes(r), r);
-		*result = ret;
-	}
-	errno = rc != 0 ? r->err : saved;
-	free_req(r);
-	return rc;
+	return reentrant_result(r, ret, buf, result, h_errnop);
 native:
 	if (two)
 		return tb_resolve_real.gethostbyname2_r(name, af, ret, buf, len, result, h_errnop);
 	return tb_resolve_real.gethostbyname_r(name, ret, buf, len, result, h_errnop);
 }
+
+struct hostent *tb_lookup_gethostbyaddr(struct tb_lookup *lk, const void *addr, socklen_t len,
+					int af)
+{
+	struct req *r = new_req(K_HOSTENT, NULL, NULL, 0, NULL);
+
+	if (r == NULL)
+		goto native;
+	set_addr(r, addr, len, af);
+	r->err = errno;
+	switch (submit(r, lk)) {
+	case W_NO_THREAD:
+		free_req(r);
+		goto native;
+	case W_EXPIRED:
+		tb_lookup_cut(lk);
+		return tb_hostaddr_unanswered(addr, len, af);
+	case W_DONE:
+		break;
+	}
+	return static_result(r);
+native:
+	return tb_resolve_real.gethostbyaddr(addr, len, af);
+}
+
+int tb_lookup_gethostbyaddr_r(struct tb_lookup *lk, const void *addr, socklen_t len, int af,
+			      struct hostent *ret, char *buf, size_t buflen,
+			      struct hostent **result, int *h_errnop)
+{
+	struct req *r = reentrant_req(NULL, buf, buflen);
+
+	if (r == NULL)
+		goto native;
+	set_addr(r, addr, len, af);
+	r->err = errno;
+	switch (submit(r, lk)) {
+	case W_NO_THREAD:
+		free_req(r);
+		goto native;
+	case W_EXPIRED:
+		tb_lookup_cut(lk);
+		return tb_hostaddr_r_unanswered(addr, len, af, ret, buf, buflen, result, h_errnop);
+	case W_DONE:
+		break;
+	}
+	return reentrant_result(r, ret, buf, result, h_errnop);
+native:
+	return tb_resolve_real.gethostbyaddr_r(addr, len, af, ret, buf, buflen, result, h_errnop);
+}
+
+struct hostent *tb_hostname_unanswered(void)
+{
+	h_errno = TRY_AGAIN;
+#ifdef __GLIBC__
+	errno = EAGAIN;
+#endif
+	return NULL;
+}
+
+int tb_hostname_r_unanswered(struct hostent **result, int *h_errnop)
+{
+	*result = NULL;
+	*h_errnop = TRY_AGAIN;
+#ifdef __GLIBC__
+	h_errno = TRY_AGAIN;
+	errno = EAGAIN;
+#endif
+	return EAGAIN;
+}
+
+#ifdef __GLIBC__
+struct hostent *tb_hostaddr_unanswered(const void *addr, socklen_t len, int af)
+{
+	(void)addr, (void)len, (void)af;
+	h_errno = TRY_AGAIN;
+	errno = 0;
+	return NULL;
+}
+
+int tb_hostaddr_r_unanswered(const void *addr, socklen_t len, int af, struct hostent *ret,
+			     char *buf, size_t buflen, struct hostent **result, int *h_errnop)
+{
+	/* glibc's "not found" with TRY_AGAIN: the dns module's status on a silent resolver is
+	 * NOTFOUND, which the _r function returns as 0 (and errno 0). */
+	(void)addr, (void)len, (void)af, (void)ret, (void)buf, (void)buflen;
+	*result = NULL;
+	*h_errnop = TRY_AGAIN;
+	h_errno = TRY_AGAIN;
+	errno = 0;
+	return 0;
+}
+#else
+/*
+ * musl's gethostbyaddr_r names an address with its getnameinfo, which without an answer
+ * writes the numeric address: the same hostent is built here, laid out in buf as musl lays
+ * it out (musl 1.2: the address list and alias list, two pointers each, after aligning buf
+ * to a pointer, then the address, then the name, which is also the one alias), with the
+ * numeric host getnameinfo gives under NI_NUMERICHOST. ERANGE when buf cannot hold it, as
+ * musl says then.
+ */
+int tb_hostaddr_r_unanswered(const void *addr, socklen_t len, int af, struct hostent *ret,
+			     char *buf, size_t buflen, struct hostent **result, int *h_errnop)
+{
+	union {
+		struct sockaddr_in v4;
+		struct sockaddr_in6 v6;
+	} sa;
+	socklen_t salen = af == AF_INET6 ? sizeof(sa.v6) : sizeof(sa.v4);
+	size_t skip = (sizeof(char *) - (uintptr_t)buf % sizeof(char *)) % sizeof(char *);
+
+	*result = NULL;
+	/* The alignment, four pointers, the address, and at least a byte of name. */
+	if (buflen <= skip + 4 * sizeof(char *) + len)
+		return ERANGE;
+	memset(&sa, 0, sizeof(sa));
+	sa.v4.sin_family = (sa_family_t)af;
+	if (af == AF_INET6)
+		memcpy(&sa.v6.sin6_addr, addr, 16);
+	else
+		memcpy(&sa.v4.sin_addr, addr, 4);
+	buf += skip;
+	buflen -= skip + 4 * sizeof(char *) + len;
+	ret->h_addr_list = (char **)(void *)buf;
+	ret->h_aliases = (char **)(void *)(buf + 2 * sizeof(char *));
+	buf += 4 * sizeof(char *);
+	ret->h_addr_list[0] = memcpy(buf, addr, len);
+	ret->h_addr_list[1] = NULL;
+	buf += len;
+	ret->h_aliases[0] = buf;
+	ret->h_aliases[1] = NULL;
+	switch (tb_resolve_real.getnameinfo((const struct sockaddr *)&sa, salen, buf,
+					    (socklen_t)buflen, NULL, 0, NI_NUMERICHOST)) {
+	case 0:
+		break;
+	case EAI_OVERFLOW:
+		return ERANGE;
+	default:
+		*h_errnop = NO_RECOVERY;
+		return errno;
+	}
+	ret->h_addrtype = af;
+	ret->h_length = (int)len;
+	ret->h_name = buf;
+	*result = ret;
+	return 0;
+}
+
+/* musl's gethostbyaddr: its _r function's hostent, here in gethostbyaddr's static storage. */
+struct hostent *tb_hostaddr_unanswered(const void *addr, socklen_t len, int af)
+{
+	struct req *r = new_req(K_HOSTENT, NULL, NULL, HOSTENT_BUF_START, NULL);
+	struct hostent *h = NULL;
+	int saved = errno;
+
+	if (r == NULL) {
+		h_errno = NO_RECOVERY;
+		return NULL;
+	}
+	set_addr(r, addr, len, af);
+	r->rc = tb_hostaddr_r_unanswered(addr, len, af, &r->he, r->buf, r->buflen, &r->result,
+					 &h_errno);
+	if (r->result != NULL)
+		h = keep_static(r);
+	free_req(r);
+	errno = saved;
+	return h;
+}
+#endif
 
 /* A caller's buffer length as the resolver thread's: no name or service is over 1 MiB. */
 static socklen_t name_len(const char *buf, socklen_t len)
@@ -626,7 +852,7 @@ int tb_lookup_getnameinfo(struct tb_lookup *lk, const struct sockaddr *sa, sockl
 		memcpy(host, r->host, strlen(r->host) + 1);
 	if (r->serv != NULL && r->serv[0] != '\0')
 		memcpy(serv, r->serv, strlen(r->serv) + 1);
-	if (r->herr != NAMEINFO_NO_HERR)
+	if (r->herr != NO_HERR)
 		h_errno = r->herr;
 	errno = rc != 0 ? r->err : saved;
 	free_req(r);

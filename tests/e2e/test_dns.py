@@ -9,12 +9,13 @@ is brought up, a resolv.conf saying `nameserver 127.0.0.1` is bind-mounted over
 /etc/resolv.conf, and a UDP server on 127.0.0.1:53 either never answers or answers A
 queries for *.tbtest with 127.0.0.7 (NXDOMAIN for other names, no AAAA records). The time
 is measured inside the namespace, around the program's whole run: never early (at least the
-limit), generous above. Reverse lookups (getnameinfo) ask the same server for PTR records:
-it names 127.0.0.7 svc.tbtest and knows no other address."""
+limit), generous above. Reverse lookups (getnameinfo, gethostbyaddr*) ask the same server
+for PTR records: it names 127.0.0.7 svc.tbtest and knows no other address."""
 
 import json
 import os
 import shutil
+import socket
 import sys
 
 import lib
@@ -106,9 +107,12 @@ print("gethostbyname", show(libc.gethostbyname(name)))
 print("gethostbyname2", show(libc.gethostbyname2(name, socket.AF_INET)))
 he, res, err = HostEnt(), ctypes.POINTER(HostEnt)(), ctypes.c_int(0)
 buf = ctypes.create_string_buffer(1024)
+libc.__h_errno_location()[0] = 12345
+ctypes.set_errno(99)
 rc = libc.gethostbyname2_r(name, socket.AF_INET, ctypes.byref(he), buf, 1024,
                            ctypes.byref(res), ctypes.byref(err))
-print("gethostbyname2_r rc=%d h_errno=%d %s" % (rc, err.value, show(res) if res else "NULL"))
+print("gethostbyname2_r rc=%d h_errno=%d %s" % (rc, err.value, show(res) if res else "NULL"),
+      "thread's h_errno=%d errno=%d" % (libc.__h_errno_location()[0], ctypes.get_errno()))
 try:
     print("gethostbyname_ex", socket.gethostbyname_ex(sys.argv[1]))
 except OSError as e:
@@ -145,6 +149,84 @@ print("threads", len(os.listdir("/proc/self/task")))
 '''
 
 NI_NUMERICHOST, NI_NUMERICSERV, NI_NAMEREQD = 1, 2, 8
+
+# gethostbyaddr ("h"), gethostbyaddr_r ("r", into a buffer of BUFLEN bytes, 1024 unless
+# told) or python's socket.gethostbyaddr ("py") called once per argument
+# FUNC,ADDR[,FAMILY,LEN[,BUFLEN]] (FAMILY and LEN: the family passed and how many of the
+# address's bytes, zero-padded), with h_errno 12345 and errno 99 beforehand: the hostent or
+# NULL, the return value and *h_errnop of the _r call, h_errno and errno after. "keep" names
+# 127.0.0.7 with gethostbyaddr on a thread that then exits, calls gethostbyname,
+# gethostbyname2 and gethostbyaddr_r, and only then reads the first hostent (glibc's is
+# static storage, valid until the next gethostbyaddr). Last, the process's thread count.
+PY_GHBA = r'''
+import ctypes, os, socket, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+class HostEnt(ctypes.Structure):
+    _fields_ = [("h_name", ctypes.c_char_p), ("h_aliases", ctypes.POINTER(ctypes.c_char_p)),
+                ("h_addrtype", ctypes.c_int), ("h_length", ctypes.c_int),
+                ("h_addr_list", ctypes.POINTER(ctypes.POINTER(ctypes.c_ubyte)))]
+for f in ("gethostbyaddr", "gethostbyname", "gethostbyname2"):
+    getattr(libc, f).restype = ctypes.POINTER(HostEnt)
+libc.__h_errno_location.restype = ctypes.POINTER(ctypes.c_int)
+def show(h):
+    if not h:
+        return "NULL"
+    h, aliases, addrs, i = h.contents, [], [], 0
+    while h.h_aliases[i]:
+        aliases.append(h.h_aliases[i].decode())
+        i += 1
+    i = 0
+    while h.h_addr_list[i]:
+        addrs.append(bytes(h.h_addr_list[i][:h.h_length]).hex())
+        i += 1
+    return "%s %s %d/%d %s" % (h.h_name.decode(), aliases, h.h_addrtype, h.h_length, addrs)
+def address(addr, rest):
+    af = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    b = socket.inet_pton(af, addr)
+    if rest:
+        af, b = int(rest[0]), (b + bytes(16))[:int(rest[1])]
+    return b, af
+def prime():
+    libc.__h_errno_location()[0] = 12345
+    ctypes.set_errno(99)
+def after():
+    return "h_errno=%d errno=%d" % (libc.__h_errno_location()[0], ctypes.get_errno())
+for arg in sys.argv[1:]:
+    func, addr, *rest = arg.split(",")
+    if func == "keep":
+        kept = []
+        t = threading.Thread(target=lambda: kept.append(libc.gethostbyaddr(
+            socket.inet_aton(addr), 4, socket.AF_INET)))
+        t.start()
+        t.join()
+        libc.gethostbyname(b"svc.tbtest")
+        libc.gethostbyname2(b"svc.tbtest", socket.AF_INET)
+        he, res, err = HostEnt(), ctypes.POINTER(HostEnt)(), ctypes.c_int(0)
+        buf = ctypes.create_string_buffer(1024)
+        libc.gethostbyaddr_r(socket.inet_aton("10.1.2.3"), 4, socket.AF_INET,
+                             ctypes.byref(he), buf, 1024, ctypes.byref(res), ctypes.byref(err))
+        print(arg, show(kept[0]))
+        continue
+    if func == "py":
+        try:
+            print(arg, socket.gethostbyaddr(addr))
+        except OSError as e:
+            print(arg, type(e).__name__, e.args)
+        continue
+    b, af = address(addr, rest[:2])
+    prime()
+    if func == "h":
+        print(arg, show(libc.gethostbyaddr(b, len(b), af)), after())
+        continue
+    buflen = int(rest[2]) if len(rest) > 2 else 1024
+    he, res, err = HostEnt(), ctypes.POINTER(HostEnt)(), ctypes.c_int(12345)
+    buf = ctypes.create_string_buffer(buflen)
+    prime()
+    rc = libc.gethostbyaddr_r(b, len(b), af, ctypes.byref(he), buf, buflen,
+                              ctypes.byref(res), ctypes.byref(err))
+    print(arg, "rc=%d herr=%d" % (rc, err.value), show(res) if res else "NULL", after())
+print("threads", len(os.listdir("/proc/self/task")))
+'''
 
 
 def require_namespaces():
@@ -268,13 +350,15 @@ def test_working_resolver_unchanged():
 
 def test_hostent_calls_cut():
     """gethostbyname, gethostbyname2, gethostbyname2_r and gethostbyname_r (python's
-    gethostbyname_ex) fail as glibc fails on a silent resolver: NULL / h_errno TRY_AGAIN (2)."""
+    gethostbyname_ex) fail as glibc fails on a silent resolver: NULL / h_errno TRY_AGAIN (2);
+    the _r calls set the thread's h_errno too, and errno EAGAIN."""
     native = in_ns(py(PY_HOSTENT, "svc.example.com"), options="options timeout:1 attempts:1",
                    preload=False)
     tb = in_ns(py(PY_HOSTENT, "svc.example.com"), options="options timeout:1 attempts:1",
                env_extra={"TIMEBOX_DNS_TIMEOUT": "200ms"})
     assert tb["stdout"] == native["stdout"], (native, tb)
     assert "h_errno=2" in tb["stdout"], tb
+    assert "thread's h_errno=2 errno=11" in tb["stdout"], tb
     assert len(dns_lines(tb, name="svc.example.com")) == 4, tb
     assert tb["elapsed_ms"] >= 800, tb
     assert tb["elapsed_ms"] < native["elapsed_ms"], (native, tb)
@@ -338,4 +422,61 @@ def test_getnameinfo_answered_unchanged():
     assert out["stdout"].splitlines()[:-1] == native["stdout"].splitlines()[:-1], (native, out)
     assert "127.0.0.7,80,0 rc=0 b'svc.tbtest" in out["stdout"], out
     assert "127.0.0.7,80,0,1025,3 rc=-12 b'svc.tbtest" in out["stdout"], out
+    assert not lib.tb_lines(out["stderr"]), out
+
+
+def test_gethostbyaddr_cut_at_dns_timeout():
+    """gethostbyaddr, gethostbyaddr_r and python's socket.gethostbyaddr on a silent resolver
+    fail at dns_timeout as glibc fails after its own timeout x attempts: NULL with h_errno
+    TRY_AGAIN, errno 0; the _r call returns 0 (glibc's "not found") with TRY_AGAIN in
+    *h_errnop and in h_errno."""
+    args = ["h,10.1.2.3", "r,2001:db8::1", "py,10.1.2.3"]
+    native = in_ns(py(PY_GHBA, *args), options="options timeout:1 attempts:1", preload=False)
+    lines = native["stdout"].splitlines()
+    assert lines[0] == "h,10.1.2.3 NULL h_errno=2 errno=0", native
+    assert lines[1] == "r,2001:db8::1 rc=0 herr=2 NULL h_errno=2 errno=0", native
+    assert lines[2] == "py,10.1.2.3 herror (2, 'Host name lookup failure')", native
+    for i, (arg, name) in enumerate(zip(args, ("10.1.2.3", "2001:db8::1", "10.1.2.3"))):
+        out = in_ns(py(PY_GHBA, arg), env_extra={"TIMEBOX_DNS_TIMEOUT": "300ms"})
+        assert out["rc"] == 0, out
+        assert out["stdout"].splitlines()[0] == lines[i], (native, out)
+        assert_cut(out, 300, name)
+
+
+def test_gethostbyaddr_no_lookup_never_slowed():
+    """No resolver to wait for: an address /etc/hosts names, :: (glibc says "not found"
+    itself), a family other than IPv4 and IPv6, a length shorter than the family's address.
+    Each answer is libc's, no thread is started, nothing is said, however short dns_timeout
+    and however dead the resolver."""
+    args = ["h,127.0.0.1", "r,127.0.0.1", "py,127.0.0.1", "h,::", "r,::",
+            "h,10.1.2.3,%d,4" % socket.AF_UNIX, "r,10.1.2.3,%d,4" % socket.AF_UNIX,
+            "h,10.1.2.3,%d,3" % socket.AF_INET, "r,2001:db8::1,%d,4" % socket.AF_INET6]
+    native = in_ns(py(PY_GHBA, *args), preload=False)
+    out = in_ns(py(PY_GHBA, *args), env_extra={"TIMEBOX_DNS_TIMEOUT": "1ms"})
+    assert out["rc"] == native["rc"] == 0, (native, out)
+    assert out["stdout"] == native["stdout"], (native, out)
+    assert "h,127.0.0.1 localhost [] 2/4 ['7f000001'] h_errno=12345" in out["stdout"], out
+    assert out["stdout"].endswith("threads 1\n"), out
+    assert not lib.tb_lines(out["stderr"]), out
+    assert out["elapsed_ms"] < 5000, out
+
+
+def test_gethostbyaddr_answered_unchanged():
+    """A resolver that answers: the PTR name (also of an IPv4-mapped address, which glibc
+    answers as IPv4), NXDOMAIN's HOST_NOT_FOUND, a buffer too short for the _r call - all as
+    natively. gethostbyaddr's result is static storage, as glibc's: it outlives the thread
+    that asked, and calls of the other functions do not touch it (freed memory is marked,
+    so a result freed early would read differently)."""
+    args = ["h,127.0.0.7", "r,127.0.0.7", "py,127.0.0.7", "h,::ffff:127.0.0.7", "h,10.1.2.3",
+            "r,10.1.2.3", "r,127.0.0.7,%d,4,16" % socket.AF_INET, "keep,127.0.0.7"]
+    perturb = {"MALLOC_PERTURB_": "165", "GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"}
+    native = in_ns(py(PY_GHBA, *args), mode="answer", preload=False, env_extra=perturb)
+    out = in_ns(py(PY_GHBA, *args), mode="answer",
+                env_extra=dict(perturb, TIMEBOX_DNS_TIMEOUT="2s"))
+    # Every line but the thread count: these lookups went through a resolver thread.
+    assert out["stdout"].splitlines()[:-1] == native["stdout"].splitlines()[:-1], (native, out)
+    assert "h,127.0.0.7 svc.tbtest [] 2/4 ['7f000007'] h_errno=12345" in out["stdout"], out
+    assert "keep,127.0.0.7 svc.tbtest [] 2/4 ['7f000007']" in out["stdout"], out
+    assert "h,10.1.2.3 NULL h_errno=1" in out["stdout"], out
+    assert "rc=34 herr=-1 NULL" in out["stdout"], out
     assert not lib.tb_lines(out["stderr"]), out

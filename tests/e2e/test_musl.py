@@ -389,6 +389,37 @@ def test_musl_getnameinfo_cut_at_dns_timeout():
     assert lib.tb_lines(out["stderr"]) == [], out
 
 
+def test_musl_gethostbyaddr_cut_at_dns_timeout():
+    """musl's gethostbyaddr and gethostbyaddr_r have no temporary failure either: without an
+    answer they give a hostent of the numeric address, after musl's own timeout natively, at
+    dns_timeout under timebox. An answered lookup and an /etc/hosts address are as natively,
+    and nothing is said of them."""
+    import test_dns
+    ghbacli = musl_client("ghbacli")
+    require_plain_build()
+    for args, said in ((["10.1.2.3"], "ok 10.1.2.3 10.1.2.3 10.1.2.3\n"),
+                       (["2001:db8::1", "r"], "ok 2001:db8::1 2001:db8::1 2001:db8::1\n")):
+        cmd = [lib.LAUNCHER, "run", "--dns-timeout", "300ms", "--", ghbacli] + args
+        out = test_dns.in_ns(cmd, options="options timeout:2 attempts:1", preload=False)
+        native = test_dns.in_ns([ghbacli] + args, options="options timeout:2 attempts:1",
+                                preload=False)
+        assert native["rc"] == 0 and native["stdout"] == said, native
+        assert native["elapsed_ms"] >= 1900, native
+        assert out["rc"] == 0 and out["stdout"] == native["stdout"], (out, native)
+        test_dns.assert_cut(out, 300, args[0])
+    for args, mode, said in ((["127.0.0.7"], "answer", "ok svc.tbtest svc.tbtest 127.0.0.7\n"),
+                             (["127.0.0.7", "r"], "answer",
+                              "ok svc.tbtest svc.tbtest 127.0.0.7\n"),
+                             (["127.0.0.1", "r"], "silent",
+                              "ok localhost localhost 127.0.0.1\n")):
+        cmd = [lib.LAUNCHER, "run", "--dns-timeout", "300ms", "--", ghbacli] + args
+        out = test_dns.in_ns(cmd, mode=mode, preload=False)
+        native = test_dns.in_ns([ghbacli] + args, mode=mode, preload=False)
+        assert native["stdout"] == said, native
+        assert out["rc"] == 0 and out["stdout"] == native["stdout"], (out, native)
+        assert lib.tb_lines(out["stderr"]) == [], out
+
+
 # ---- a library preloaded by hand into the other libc's program ------------------------------
 
 def test_musl_build_in_a_glibc_program_is_inactive():

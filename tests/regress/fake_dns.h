@@ -4,8 +4,9 @@
  * tbr_fake_dns(true) starts a thread that answers every A query for a name whose first label
  * begins with a letter with 10.0.0.<that letter> ("alpha.example.test" -> 10.0.0.97) and
  * every other query with no record; tbr_fake_dns(false) leaves 127.0.0.1:53 closed, so every
- * query is refused at once (the lookup fails fast, without an answer). Skips (77) where the
- * namespaces cannot be made. */
+ * query is refused at once (the lookup fails fast, without an answer). A story that sets
+ * tbr_fake_dns_delay_ms first gets each answer that much later (a slow resolver). Skips (77)
+ * where the namespaces cannot be made. */
 #ifndef TB_FAKE_DNS_H
 #define TB_FAKE_DNS_H
 
@@ -23,6 +24,8 @@ static inline in_addr_t tbr_fake_addr(const char *name)
 {
 	return htonl((10u << 24) | (unsigned char)name[0]);
 }
+
+static int tbr_fake_dns_delay_ms;
 
 static inline void *tbr_fake_dns_main(void *arg)
 {
@@ -61,6 +64,10 @@ static inline void *tbr_fake_dns_main(void *arg)
 			memcpy(a + len, &ip, 4);
 			len += 4;
 		}
+		if (tbr_fake_dns_delay_ms > 0) /* the slow resolver itself, not a synchronisation */
+			nanosleep(&(struct timespec){ tbr_fake_dns_delay_ms / 1000,
+						      tbr_fake_dns_delay_ms % 1000 * 1000000L },
+				  NULL);
 		(void)!sendto(s, a, len, 0, (struct sockaddr *)&from, fl);
 	}
 	return NULL;

@@ -124,6 +124,26 @@ static void test_other_destination_opens_a_new_call(void **state)
 	expect_go(&b, &s, &logs, T0 + 260 * MS, T0 + 260 * MS, T0 + 560 * MS);
 }
 
+/* A name lookup steps towards no destination (family 0): the call it opens is the call of
+ * the connect that follows (and of a retried lookup before it), one deadline for both;
+ * the destination after that is the call's, and another one is a call of its own. */
+static void test_lookup_call_is_the_connects(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest lookup, a = dest_v4("10.0.0.1", 80), logs = dest_v4("10.0.0.9", 514);
+
+	(void)state;
+	memset(&lookup, 0, sizeof(lookup));
+	settings(&s, 300 * MS);
+	memset(&b, 0, sizeof(b));
+	expect_go(&b, &s, &lookup, T0, T0, T0 + 300 * MS);
+	expect_go(&b, &s, &lookup, T0 + 50 * MS, T0, T0 + 300 * MS);
+	expect_go(&b, &s, &a, T0 + 100 * MS, T0, T0 + 300 * MS);
+	assert_true(tb_dest_equal(&b.dest, &a));
+	expect_go(&b, &s, &logs, T0 + 150 * MS, T0 + 150 * MS, T0 + 450 * MS);
+}
+
 static void test_failure_after_response_keeps_call(void **state)
 {
 	struct tb_settings s;
@@ -772,6 +792,7 @@ int main(void)
 		cmocka_unit_test(test_carries_across_failure),
 		cmocka_unit_test(test_failure_after_response_keeps_call),
 		cmocka_unit_test(test_other_destination_opens_a_new_call),
+		cmocka_unit_test(test_lookup_call_is_the_connects),
 		cmocka_unit_test(test_response_then_step_opens_new_call),
 		cmocka_unit_test(test_continued_step_keeps_the_call),
 		cmocka_unit_test(test_response_then_close_opens_fresh),
