@@ -32,7 +32,7 @@ HOOKS |= {"longjmp", "_longjmp", "siglongjmp", "__longjmp_chk"}
 # Name resolution hooks: bounded by phase dns, and they teach hostname rules which addresses a
 # name stands for.
 RESOLVE = {"getaddrinfo", "gethostbyname", "gethostbyname2", "gethostbyname_r",
-           "gethostbyname2_r", "getnameinfo"}
+           "gethostbyname2_r", "getnameinfo", "gethostbyaddr", "gethostbyaddr_r"}
 # The public API (include/timebox.h resolves it at run time).
 API = {"timebox_deadline_begin", "timebox_deadline_end", "timebox_remaining_ms"}
 
