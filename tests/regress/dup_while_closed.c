@@ -152,30 +152,19 @@ static void round_of(enum op which, int port)
 
 int main(int argc, char **argv)
 {
-	static char tsan_env[256];
-	char supp[] = "/tmp/tb_dup_closed_XXXXXX";
 	int port, lfd;
 
 	(void)argc;
 	if (getenv("TBR_CHILD") == NULL) {
+		tbr_add_preload(delay_c);
 		/* Under ThreadSanitizer, the copy of an fd the main thread closes and reuses is
 		 * the very race this story is about (and its hand-over runs in the uninstrumented
 		 * delaying library): suppressed by the copying thread's function name. */
-		static const char rule[] = "race:copier\n";
-		int sfd = mkstemp(supp);
-
-		TBR_CHECK(sfd >= 0, "mkstemp: %s", strerror(errno));
-		TBR_CHECK(write(sfd, rule, sizeof(rule) - 1) == (ssize_t)sizeof(rule) - 1,
-			  "write");
-		close(sfd);
-		snprintf(tsan_env, sizeof(tsan_env),
-			 "TSAN_OPTIONS=die_after_fork=0:suppressions=%s", supp);
-		tbr_add_preload(delay_c);
+		tbr_preload_self(argv, "TIMEBOX_READ_TIMEOUT=300ms", tbr_tsan_rule("race:copier\n"),
+				 NULL);
 	}
-	tbr_preload_self(argv, "TIMEBOX_READ_TIMEOUT=300ms", tsan_env, NULL);
 	tbr_remove_built();
-	if (getenv("TSAN_OPTIONS") != NULL && strstr(getenv("TSAN_OPTIONS"), "/tmp/tb_dup_closed_"))
-		unlink(strstr(getenv("TSAN_OPTIONS"), "/tmp/tb_dup_closed_"));
+	tbr_tsan_rule_remove();
 	lfd = tbr_listen(&port);
 	for (enum op o = OP_DUP; o <= OP_F_DUPFD; o++)
 		round_of(o, port);

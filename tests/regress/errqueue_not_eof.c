@@ -18,13 +18,6 @@
 
 #include "regress.h"
 
-#ifndef SO_ZEROCOPY
-#define SO_ZEROCOPY 60
-#endif
-#ifndef MSG_ZEROCOPY
-#define MSG_ZEROCOPY 0x4000000
-#endif
-
 #define CALLS 8
 
 /* Answers each request "q" with "a". */

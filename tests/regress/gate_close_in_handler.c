@@ -127,8 +127,6 @@ static void *watch(void *arg)
 
 int main(int argc, char **argv)
 {
-	static char tsan_env[256];
-	char supp[] = "/tmp/tb_gate_hdl_XXXXXX";
 	struct sigaction sa;
 	sigset_t alrm;
 	pthread_t t[THREADS], k, w;
@@ -139,20 +137,10 @@ int main(int argc, char **argv)
 	/* The handler closes an fd another thread made and handed over (an atomic exchange
 	 * in a signal handler, whose order ThreadSanitizer does not follow): that close is the
 	 * story's point, not a race of the library's. */
-	if (getenv("TBR_CHILD") == NULL) {
-		static const char rule[] = "race:close_in_handler\n";
-		int sfd = mkstemp(supp);
-
-		TBR_CHECK(sfd >= 0, "mkstemp: %s", strerror(errno));
-		TBR_CHECK(write(sfd, rule, sizeof(rule) - 1) == (ssize_t)sizeof(rule) - 1, "write");
-		close(sfd);
-		snprintf(tsan_env, sizeof(tsan_env), "TSAN_OPTIONS=die_after_fork=0:suppressions=%s",
-			 supp);
-	}
-	tbr_preload_self(argv, "TIMEBOX_MAX_CONNS=1", "TIMEBOX_ACQUIRE_TIMEOUT=1ms",
-			 "TIMEBOX_LOG_RATE=1", tsan_env, NULL);
-	if (getenv("TSAN_OPTIONS") != NULL && strstr(getenv("TSAN_OPTIONS"), "/tmp/tb_gate_hdl_"))
-		unlink(strstr(getenv("TSAN_OPTIONS"), "/tmp/tb_gate_hdl_"));
+	if (getenv("TBR_CHILD") == NULL)
+		tbr_preload_self(argv, "TIMEBOX_MAX_CONNS=1", "TIMEBOX_ACQUIRE_TIMEOUT=1ms",
+				 "TIMEBOX_LOG_RATE=1", tbr_tsan_rule("race:close_in_handler\n"), NULL);
+	tbr_tsan_rule_remove();
 	/* Only the connecting threads take SIGALRM, each from its own timer. */
 	sigemptyset(&alrm);
 	sigaddset(&alrm, SIGALRM);

@@ -17,98 +17,44 @@
  * gate; the main thread closes its socket, which hands the slot to T; while T is held, the
  * program forks. The child connects to the same destination: it must get the slot at once.
  */
-#include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "gate_regress.h"
 #include "delaylib.h"
 
 /* The gate's wait is timebox's one futex wait (futex.h), made through syscall(). */
-static const char delay_c[] =
-	"#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <fcntl.h>\n#include <stdarg.h>\n"
-	"#include <stdlib.h>\n#include <string.h>\n#include <time.h>\n#include <unistd.h>\n"
-	"#include <linux/futex.h>\n#include <sys/prctl.h>\n#include <sys/syscall.h>\n"
-	"static int named(const char *n)\n"
-	"{\n"
-	"	char b[16] = \"\";\n"
-	"	prctl(PR_GET_NAME, b);\n"
-	"	return strcmp(b, n) == 0;\n"
-	"}\n"
+static const char delay_c[] = TBR_DELAY_HEAD
+	"#include <linux/futex.h>\n"
 	"static int held;\n"
-	"long syscall(long n, ...)\n"
-	"{\n"
-	"	static long (*real)(long, ...);\n"
-	"	struct timespec t = { 0, 500 * 1000000L };\n"
-	"	const char *mark;\n"
-	"	long a[6], r;\n"
-	"	va_list ap;\n"
-	"	va_start(ap, n);\n"
-	"	for (int i = 0; i < 6; i++)\n"
-	"		a[i] = va_arg(ap, long);\n"
-	"	va_end(ap);\n"
-	"	if (!real)\n"
-	"		real = (long (*)(long, ...))dlsym(RTLD_NEXT, \"syscall\");\n"
-	"	r = real(n, a[0], a[1], a[2], a[3], a[4], a[5]);\n"
-	"	if (n == SYS_futex && (a[1] & FUTEX_CMD_MASK) == FUTEX_WAIT_BITSET &&\n"
-	"	    *(unsigned *)a[0] != 0 && named(\"tbr-conn\") && !held++) {\n"
-	"		if ((mark = getenv(\"TBR_MARK\")) != 0)\n"
-	"			close(open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0600));\n"
-	"		nanosleep(&t, 0);\n"
-	"	}\n"
-	"	return r;\n"
-	"}\n";
+	TBR_DELAY_SYSCALL("n == SYS_futex && (a[1] & FUTEX_CMD_MASK) == FUTEX_WAIT_BITSET && "
+			  "*(unsigned *)a[0] != 0 && named(\"tbr-conn\") && !held++");
 
 static int port;
-static atomic_int t_tid;
-static int t_fd, t_err;
-static double t_ms;
-
-static void *connecting(void *arg)
-{
-	(void)arg;
-	prctl(PR_SET_NAME, "tbr-conn");
-	atomic_store(&t_tid, (int)syscall(SYS_gettid));
-	t_fd = tbg_connect(port, &t_err, &t_ms);
-	return NULL;
-}
+static struct tbg_connecter t; /* thread T */
 
 int main(int argc, char **argv)
 {
-	static char mark[64], mark_env[96];
-	struct stat st;
-	pthread_t t;
+	const char *mark;
 	int lfd, fd, err, status;
-	double until, ms;
+	double ms;
 	pid_t pid;
 
 	(void)argc;
 	if (getenv("TBR_CHILD") == NULL) {
-		snprintf(mark, sizeof(mark), "/tmp/tbr-gate-fork-hand-%d", (int)getpid());
-		snprintf(mark_env, sizeof(mark_env), "TBR_MARK=%s", mark);
-		putenv(mark_env);
+		tbr_mark_name("/tmp/tbr-gate-fork-hand-");
 		tbr_add_preload(delay_c);
 	}
 	tbr_preload_self(argv, "TIMEBOX_MAX_CONNS=1", "TIMEBOX_ACQUIRE_TIMEOUT=1s", NULL);
 	tbr_remove_built();
-	snprintf(mark, sizeof(mark), "%s", getenv("TBR_MARK"));
-	unlink(mark);
+	mark = tbr_mark_path();
 	tbr_hang_guard(10, "the story hung");
 	lfd = tbr_listen(&port);
 	fd = tbg_connect(port, &err, &ms);
 	TBR_CHECK(fd >= 0, "connect: %s", tbt_errno_name(err));
-	TBR_CHECK(pthread_create(&t, NULL, connecting, NULL) == 0, "pthread_create");
-	until = tbt_now_ms() + 5000;
-	while ((atomic_load(&t_tid) == 0 || !tbr_thread_sleeping(atomic_load(&t_tid))) &&
-	       tbt_now_ms() < until)
-		tbt_sleep_ms(1);
-	TBR_CHECK(tbt_now_ms() < until, "thread T never waited at the gate");
+	tbg_connecter_start(&t, port, "tbr-conn");
+	TBR_CHECK(tbr_wait_sleeping(&t.tid, 5000), "thread T never waited at the gate");
 	close(fd); /* the slot passes to T */
-	until = tbt_now_ms() + 5000;
-	while (stat(mark, &st) != 0 && tbt_now_ms() < until)
-		tbt_sleep_ms(1);
-	TBR_CHECK(stat(mark, &st) == 0, "thread T was never handed the slot");
-	unlink(mark);
+	TBR_CHECK(tbr_mark_wait(mark, 5000), "thread T was never handed the slot");
 	pid = fork();
 	TBR_CHECK(pid >= 0, "fork: %s", strerror(errno));
 	if (pid == 0) {
@@ -124,10 +70,10 @@ int main(int argc, char **argv)
 		_exit(0);
 	}
 	TBR_CHECK(waitpid(pid, &status, 0) == pid, "waitpid: %s", strerror(errno));
-	pthread_join(t, NULL);
-	TBR_CHECK(t_fd >= 0, "thread T: connect: %s", tbt_errno_name(t_err));
+	pthread_join(t.t, NULL);
+	TBR_CHECK(t.fd >= 0, "thread T: connect: %s", tbt_errno_name(t.err));
 	TBR_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child failed");
-	printf("parent: thread T connected after %.0f ms at the gate\n", t_ms);
+	printf("parent: thread T connected after %.0f ms at the gate\n", t.ms);
 	close(lfd);
 	return 0;
 }

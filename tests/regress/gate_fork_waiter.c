@@ -17,37 +17,10 @@
 #include "gate_regress.h"
 
 static int port;
-static double b_ms;
-static int b_err, b_fd;
-static atomic_int b_tid;
-
-static void *waiter(void *arg)
-{
-	(void)arg;
-	atomic_store(&b_tid, (int)gettid());
-	b_fd = tbg_connect(port, &b_err, &b_ms);
-	return NULL;
-}
-
-/* True when thread tid is blocked in a futex wait (the gate's), from /proc. */
-static bool in_futex(int tid)
-{
-	char path[64], buf[64] = "";
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
-	f = fopen(path, "r");
-	if (f == NULL)
-		return false;
-	if (fgets(buf, sizeof(buf), f) == NULL)
-		buf[0] = '\0';
-	fclose(f);
-	return atoi(buf) == 202; /* SYS_futex on x86_64 */
-}
+static struct tbg_connecter b; /* thread B */
 
 int main(int argc, char **argv)
 {
-	pthread_t tb;
 	double ms, t0;
 	int lfd, fd_a, err;
 	pid_t pid;
@@ -60,9 +33,9 @@ int main(int argc, char **argv)
 	lfd = tbr_listen(&port);
 	fd_a = tbg_connect(port, &err, &ms);
 	TBR_CHECK(fd_a >= 0, "connect A: %s", tbt_errno_name(err));
-	pthread_create(&tb, NULL, waiter, NULL);
+	tbg_connecter_start(&b, port, NULL);
 	t0 = tbt_now_ms();
-	while (atomic_load(&b_tid) == 0 || !in_futex(atomic_load(&b_tid))) {
+	while (atomic_load(&b.tid) == 0 || !tbr_thread_in_futex(atomic_load(&b.tid))) {
 		TBR_CHECK(tbt_now_ms() - t0 < 2000, "thread B never waited at the gate");
 		sched_yield();
 	}
@@ -82,11 +55,11 @@ int main(int argc, char **argv)
 	TBR_CHECK(err == 0, "the forked child failed or hung (exit %d)", err);
 	t0 = tbt_now_ms();
 	close(fd_a);
-	pthread_join(tb, NULL);
+	pthread_join(b.t, NULL);
 	ms = tbt_now_ms() - t0;
-	TBR_CHECK(b_fd >= 0 && ms < 1000, "parent: waiter B after A closed: fd %d %s, %.0f ms "
-		  "after the close (want the slot at once)", b_fd, tbt_errno_name(b_err), ms);
-	close(b_fd);
+	TBR_CHECK(b.fd >= 0 && ms < 1000, "parent: waiter B after A closed: fd %d %s, %.0f ms "
+		  "after the close (want the slot at once)", b.fd, tbt_errno_name(b.err), ms);
+	close(b.fd);
 	close(lfd);
 	return 0;
 }

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -34,6 +35,36 @@ static inline int tbg_connect(int port, int *err, double *ms)
 	*err = 0;
 	*ms = tbt_now_ms() - t0;
 	return fd;
+}
+
+/* A thread that connects to 127.0.0.1:port with tbg_connect (its result in fd, err, ms),
+ * named `name` if not NULL (for a delaying library's named()). It stores its id in tid
+ * first, so that the story can see it wait at the gate; tbg_connecter_start starts it. */
+struct tbg_connecter {
+	pthread_t t;
+	const char *name;
+	int port, fd, err;
+	double ms;
+	atomic_int tid;
+};
+
+static inline void *tbg_connecter_main(void *arg)
+{
+	struct tbg_connecter *c = arg;
+
+	if (c->name != NULL)
+		prctl(PR_SET_NAME, c->name);
+	atomic_store(&c->tid, (int)syscall(SYS_gettid));
+	c->fd = tbg_connect(c->port, &c->err, &c->ms);
+	return NULL;
+}
+
+static inline void tbg_connecter_start(struct tbg_connecter *c, int port, const char *name)
+{
+	c->port = port;
+	c->name = name;
+	atomic_store(&c->tid, 0);
+	TBR_CHECK(pthread_create(&c->t, NULL, tbg_connecter_main, c) == 0, "pthread_create");
 }
 
 /* A fresh directory only we can enter, for XDG_RUNTIME_DIR: gate files of one program stay

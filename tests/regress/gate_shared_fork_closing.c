@@ -18,26 +18,21 @@
  */
 #include <pthread.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 
 #include "gate_regress.h"
 #include "delaylib.h"
 
 /* The slot's description is timebox's own fd, at 512 or above (real.h). */
-static const char delay_c[] =
-	"#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <fcntl.h>\n#include <stdlib.h>\n"
-	"#include <string.h>\n#include <time.h>\n#include <unistd.h>\n#include <sys/prctl.h>\n"
+static const char delay_c[] = TBR_DELAY_HEAD
 	"static int held;\n"
 	"int close(int fd)\n"
 	"{\n"
 	"	static int (*real)(int);\n"
 	"	struct timespec t = { 0, 500 * 1000000L };\n"
-	"	char b[16] = \"\";\n"
 	"	const char *mark;\n"
 	"	if (!real)\n"
 	"		real = (int (*)(int))dlsym(RTLD_NEXT, \"close\");\n"
-	"	prctl(PR_GET_NAME, b);\n"
-	"	if (fd >= 512 && strcmp(b, \"tbr-close\") == 0 && !held++) {\n"
+	"	if (fd >= 512 && named(\"tbr-close\") && !held++) {\n"
 	"		if ((mark = getenv(\"TBR_MARK\")) != 0)\n"
 	"			real(open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0600));\n"
 	"		nanosleep(&t, 0);\n"
@@ -79,36 +74,29 @@ static void worker(int lfd, const int up[2], const int down[2])
 
 int main(int argc, char **argv)
 {
-	static char xdg_env[128], mark[64], mark_env[96];
+	static char xdg_env[128];
 	int lfd, fd, err, up[2], down[2];
-	struct stat st;
+	const char *mark;
 	pthread_t t;
-	double ms, until;
+	double ms;
 	char c;
 	pid_t pid;
 
 	(void)argc;
 	if (getenv("TBR_CHILD") == NULL) {
-		snprintf(mark, sizeof(mark), "/tmp/tbr-gate-fork-closing-%d", (int)getpid());
-		snprintf(mark_env, sizeof(mark_env), "TBR_MARK=%s", mark);
-		putenv(mark_env);
+		tbr_mark_name("/tmp/tbr-gate-fork-closing-");
 		snprintf(xdg_env, sizeof(xdg_env), "XDG_RUNTIME_DIR=%s", tbg_private_dir());
 		tbr_add_preload(delay_c);
 		tbr_preload_self(argv, "TIMEBOX_MAX_CONNS=1", "TIMEBOX_GATE_SHARED=1",
 				 "TIMEBOX_ACQUIRE_TIMEOUT=1s", xdg_env, NULL);
 	}
 	tbr_remove_built();
-	snprintf(mark, sizeof(mark), "%s", getenv("TBR_MARK"));
-	unlink(mark);
+	mark = tbr_mark_path();
 	tbr_hang_guard(20, "the story hung");
 	lfd = tbr_listen(&port);
 	TBR_CHECK(pthread_create(&t, NULL, connect_close, NULL) == 0, "pthread_create");
-	until = tbt_now_ms() + 5000;
-	while (stat(mark, &st) != 0 && tbt_now_ms() < until)
-		tbt_sleep_ms(1);
-	TBR_CHECK(stat(mark, &st) == 0, "thread T never closed its slot (connect: %s)",
+	TBR_CHECK(tbr_mark_wait(mark, 5000), "thread T never closed its slot (connect: %s)",
 		  tbt_errno_name(t_err));
-	unlink(mark);
 	TBR_CHECK(pipe(up) == 0 && pipe(down) == 0, "pipe: %s", strerror(errno));
 	pid = fork();
 	TBR_CHECK(pid >= 0, "fork: %s", strerror(errno));

@@ -25,33 +25,7 @@
 #include "gate_regress.h"
 
 static int port;
-static double b_ms;
-static int b_err, b_fd;
-static atomic_int b_tid;
-
-static void *waiter(void *arg)
-{
-	(void)arg;
-	atomic_store(&b_tid, (int)gettid());
-	b_fd = tbg_connect(port, &b_err, &b_ms);
-	return NULL;
-}
-
-/* True when thread tid is in a futex wait (the shared gate's), from /proc. */
-static bool in_futex(int tid)
-{
-	char path[64], buf[64] = "";
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
-	f = fopen(path, "r");
-	if (f == NULL)
-		return false;
-	if (fgets(buf, sizeof(buf), f) == NULL)
-		buf[0] = '\0';
-	fclose(f);
-	return atoi(buf) == 202; /* SYS_futex on x86_64 */
-}
+static struct tbg_connecter b; /* thread B */
 
 /* The worker: closes every fd it inherited but its end of the pipe (as a daemon does),
  * says so, and lives until the parent closes the pipe. */
@@ -73,7 +47,6 @@ int main(int argc, char **argv)
 {
 	static char xdg_env[128];
 	int lfd, fd_a, fd_c, err, up[2], down[2];
-	pthread_t tb;
 	double ms, t0;
 	char c;
 	pid_t pid;
@@ -91,9 +64,9 @@ int main(int argc, char **argv)
 	lfd = tbr_listen(&port);
 	fd_a = tbg_connect(port, &err, &ms);
 	TBR_CHECK(fd_a >= 0, "connect A: %s", tbt_errno_name(err));
-	TBR_CHECK(pthread_create(&tb, NULL, waiter, NULL) == 0, "pthread_create");
+	tbg_connecter_start(&b, port, NULL);
 	t0 = tbt_now_ms();
-	while (atomic_load(&b_tid) == 0 || !in_futex(atomic_load(&b_tid))) {
+	while (atomic_load(&b.tid) == 0 || !tbr_thread_in_futex(atomic_load(&b.tid))) {
 		TBR_CHECK(tbt_now_ms() - t0 < 900, "thread B never waited at the gate");
 		sched_yield();
 	}
@@ -106,9 +79,9 @@ int main(int argc, char **argv)
 	close(down[0]);
 	TBR_CHECK(read(up[0], &c, 1) == 1, "the child never said it was ready");
 	close(fd_a); /* the slot passes to B */
-	pthread_join(tb, NULL);
-	TBR_CHECK(b_fd >= 0, "thread B: connect: %s after %.0f ms", tbt_errno_name(b_err), b_ms);
-	close(b_fd); /* no connection to the destination is left open anywhere */
+	pthread_join(b.t, NULL);
+	TBR_CHECK(b.fd >= 0, "thread B: connect: %s after %.0f ms", tbt_errno_name(b.err), b.ms);
+	close(b.fd); /* no connection to the destination is left open anywhere */
 	fd_c = tbg_connect(port, &err, &ms);
 	close(down[1]); /* the worker may go */
 	err = fd_c >= 0 ? 0 : err;

@@ -25,36 +25,8 @@
 #include "regress.h"
 #include "delaylib.h"
 
-static const char delay_c[] =
-	"#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <string.h>\n#include <time.h>\n"
-	"#include <sys/prctl.h>\n#include <sys/socket.h>\n#include <netinet/in.h>\n"
-	"#include <netinet/tcp.h>\n"
-	"static int named(const char *n)\n"
-	"{\n"
-	"	char b[16] = \"\";\n"
-	"	prctl(PR_GET_NAME, b);\n"
-	"	return strcmp(b, n) == 0;\n"
-	"}\n"
-	"static void nap(int ms)\n"
-	"{\n"
-	"	struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };\n"
-	"	while (nanosleep(&t, &t) != 0)\n"
-	"		; /* a preemption: a signal's handler runs meanwhile */\n"
-	"}\n"
-	"static int wd_info, t_info;\n"
-	"int getsockopt(int fd, int lvl, int name, void *v, socklen_t *l)\n"
-	"{\n"
-	"	static int (*real)(int, int, int, void *, socklen_t *);\n"
-	"	if (!real)\n"
-	"		real = (int (*)(int, int, int, void *, socklen_t *))dlsym(RTLD_NEXT, \"getsockopt\");\n"
-	"	if (lvl == IPPROTO_TCP && name == TCP_INFO) {\n"
-	"		if (named(\"timebox-wd\") && !wd_info++)\n"
-	"			nap(300);\n"
-	"		else if (named(\"tbr-late\") && !t_info++)\n"
-	"			nap(1000);\n"
-	"	}\n"
-	"	return real(fd, lvl, name, v, l);\n"
-	"}\n";
+static const char delay_c[] = TBR_DELAY_HEAD TBR_DELAY_NAP_THROUGH_SIGNALS
+	TBR_DELAY_TCP_INFO("1000");
 
 static int victim;
 static sigjmp_buf env;

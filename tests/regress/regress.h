@@ -32,6 +32,14 @@
 
 #define TBR_SKIP 77
 
+/* Older headers lack the zero-copy send's names (Linux 4.14). */
+#ifndef SO_ZEROCOPY
+#define SO_ZEROCOPY 60
+#endif
+#ifndef MSG_ZEROCOPY
+#define MSG_ZEROCOPY 0x4000000
+#endif
+
 /* Fails the program with a message naming the file and line. */
 #define TBR_CHECK(cond, ...)                                                                \
 	do {                                                                                \
@@ -88,6 +96,46 @@ static inline void tbr_preload_self(char **argv, ...)
 	exit(1);
 }
 
+/*
+ * ThreadSanitizer's suppression of a race the story makes on purpose (the program closes a
+ * number another thread's call is on: the story's point, not a race of the library's).
+ * Before tbr_preload_self: writes `rule` ("race:FUNCTION\n") to a new file and returns the
+ * TSAN_OPTIONS setting naming it, one of the story's variables (with run.sh's
+ * die_after_fork=0, which it replaces). In the re-executed program tbr_tsan_rule_remove
+ * deletes the file: the sanitizer has read it at start-up.
+ */
+#define TBR_TSAN_SUPP "/tmp/tbr-tsan-supp-"
+
+static inline const char *tbr_tsan_rule(const char *rule)
+{
+	static char supp[] = TBR_TSAN_SUPP "XXXXXX", env[128];
+	ssize_t len = (ssize_t)strlen(rule);
+	int fd = mkstemp(supp);
+
+	TBR_CHECK(fd >= 0, "mkstemp: %s", strerror(errno));
+	TBR_CHECK(write(fd, rule, (size_t)len) == len, "write");
+	close(fd);
+	snprintf(env, sizeof(env), "TSAN_OPTIONS=die_after_fork=0:suppressions=%s", supp);
+	return env;
+}
+
+static inline void tbr_tsan_rule_remove(void)
+{
+	const char *opts = getenv("TSAN_OPTIONS");
+
+	if (opts != NULL && strstr(opts, TBR_TSAN_SUPP) != NULL)
+		unlink(strstr(opts, TBR_TSAN_SUPP));
+}
+
+/* The program's close of a number another of its threads is making a call on (a close
+ * ThreadSanitizer cannot order after that call, which may never return): the story's
+ * point, not a race of the library's - tbr_tsan_rule("race:tbr_close_under_call\n"). */
+static __attribute__((noinline, unused)) void tbr_close_under_call(int fd)
+{
+	close(fd);
+	__asm__ volatile("" ::: "memory"); /* not a tail call: the frame stays for the rule */
+}
+
 /* A TCP listener on 127.0.0.1 with an ephemeral port, stored in *port. Exits on failure. */
 static inline int tbr_listen(int *port)
 {
@@ -140,6 +188,42 @@ static inline int tbr_connect(int port)
 	return fd;
 }
 
+/* A program's next connection after it closed fd `closed`: a connect to port (the listener
+ * lfd), its peer's end accepted into *peer. Returns the new fd, or -1 having said so when
+ * it did not get the closed number (the kernel gives the lowest free one): then the story
+ * has nothing to show. */
+static inline int tbr_reconnect_on(int lfd, int port, int closed, int *peer)
+{
+	int fd = tbr_connect(port);
+
+	if (fd != closed) {
+		printf("the new connection got fd %d, not %d: nothing to show\n", fd, closed);
+		return -1;
+	}
+	*peer = accept(lfd, NULL, NULL);
+	TBR_CHECK(*peer >= 0, "accept: %s", strerror(errno));
+	return fd;
+}
+
+/* A read of one byte of fd, whose peer never writes, with fd's own SO_RCVTIMEO at 2 s: a
+ * governed socket's read_timeout cuts it first (ETIMEDOUT), an ungoverned socket's runs to
+ * the 2 s (EAGAIN). Returns recv's result, its errno in *err, its time in *ms. */
+static inline int tbr_read_silent(int fd, int *err, double *ms)
+{
+	struct timeval rcv = { 2, 0 };
+	double t0;
+	char c;
+	int r;
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &rcv, sizeof(rcv));
+	t0 = tbt_now_ms();
+	errno = 0;
+	r = (int)recv(fd, &c, 1, 0);
+	*err = errno;
+	*ms = tbt_now_ms() - t0;
+	return r;
+}
+
 /*
  * The story's own bound on a call that must return: if the process is still running `secs`
  * seconds from now, SIGALRM writes "FAIL: <why>" to stderr and ends it with status 1 (a
@@ -187,6 +271,35 @@ static inline int tbr_thread_sleeping(int tid)
 		s = p[2] == 'S';
 	fclose(f);
 	return s;
+}
+
+/* Waits up to `ms` milliseconds until the thread whose id *tid holds (0 until the thread
+ * stored it) sleeps in a call; true if it did. */
+static inline int tbr_wait_sleeping(atomic_int *tid, double ms)
+{
+	double until = tbt_now_ms() + ms;
+
+	while ((atomic_load(tid) == 0 || !tbr_thread_sleeping(atomic_load(tid))) &&
+	       tbt_now_ms() < until)
+		tbt_sleep_ms(1);
+	return tbt_now_ms() < until;
+}
+
+/* True when thread tid of this process is in a futex wait (a gate's, a lock's), from /proc:
+ * x86_64's system call numbers. */
+static inline int tbr_thread_in_futex(int tid)
+{
+	char path[64], buf[64] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	if (fgets(buf, sizeof(buf), f) == NULL)
+		buf[0] = '\0';
+	fclose(f);
+	return atoi(buf) == 202; /* SYS_futex on x86_64 */
 }
 
 /*

@@ -15,7 +15,6 @@
  * the second (it took >= 1000 ms each before).
  */
 #include <pthread.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "delaylib.h"
@@ -31,35 +30,24 @@ static void *first_connect(void *arg)
 
 int main(int argc, char **argv)
 {
-	static char mark[64], mark_env[96];
-	struct stat st;
+	const char *mark;
 	pthread_t t;
-	double until;
 	pid_t pid;
 	int lfd, status;
 
 	(void)argc;
 	if (getenv("TBR_CHILD") == NULL) {
-		snprintf(mark, sizeof(mark), "/tmp/tbr-fork-opening-%d", (int)getpid());
-		snprintf(mark_env, sizeof(mark_env), "TBR_MARK=%s", mark);
-		putenv(mark_env);
+		tbr_mark_name("/tmp/tbr-fork-opening-");
 		setenv("TBR_FALLOCATE_MS", "400", 1);
 		tbr_add_preload(tbr_fallocate_delay_source);
 	}
 	tbr_preload_self(argv, "TIMEBOX_CONNECT_TIMEOUT=5s", NULL);
 	tbr_remove_built();
-	snprintf(mark, sizeof(mark), "%s", getenv("TBR_MARK"));
-	unlink(mark);
+	mark = tbr_mark_path();
 	lfd = tbr_listen(&port);
 	TBR_CHECK(pthread_create(&t, NULL, first_connect, NULL) == 0, "pthread_create");
-	until = tbt_now_ms() + 10000;
-	while (stat(mark, &st) != 0 && tbt_now_ms() < until) {
-		struct timespec ms = { 0, 1000000 };
-
-		nanosleep(&ms, NULL);
-	}
-	TBR_CHECK(stat(mark, &st) == 0, "the first connect never reached the segment's allocation");
-	unlink(mark);
+	TBR_CHECK(tbr_mark_wait(mark, 10000),
+		  "the first connect never reached the segment's allocation");
 	unsetenv("TBR_MARK"); /* the child's own allocations are not waited for here */
 	pid = fork();
 	TBR_CHECK(pid >= 0, "fork: %s", strerror(errno));

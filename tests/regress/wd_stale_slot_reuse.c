@@ -23,7 +23,6 @@
  * reused), and given back when the generation moved.
  */
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 
 #include "regress.h"
@@ -32,59 +31,12 @@
 /* syscall() is how timebox makes its identity checks' fstat (real.h, tb_fstat_raw). The
  * watchdog's second look at a number that is not a socket is the stale slot's: the first is
  * find_fd's, under `busy`. */
-static const char delay_c[] =
-	"#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <fcntl.h>\n#include <stdarg.h>\n"
-	"#include <stdlib.h>\n#include <string.h>\n#include <time.h>\n#include <unistd.h>\n"
-	"#include <sys/prctl.h>\n#include <sys/stat.h>\n#include <sys/syscall.h>\n"
-	"static int named(const char *n)\n"
-	"{\n"
-	"	char b[16] = \"\";\n"
-	"	prctl(PR_GET_NAME, b);\n"
-	"	return strcmp(b, n) == 0;\n"
-	"}\n"
+static const char delay_c[] = TBR_DELAY_HEAD
 	"static int looks;\n"
-	"long syscall(long n, ...)\n"
-	"{\n"
-	"	static long (*real)(long, ...);\n"
-	"	struct timespec t = { 0, 500 * 1000000L };\n"
-	"	struct stat *st = 0;\n"
-	"	const char *mark;\n"
-	"	long a[6], r;\n"
-	"	va_list ap;\n"
-	"	va_start(ap, n);\n"
-	"	for (int i = 0; i < 6; i++)\n"
-	"		a[i] = va_arg(ap, long);\n"
-	"	va_end(ap);\n"
-	"	if (!real)\n"
-	"		real = (long (*)(long, ...))dlsym(RTLD_NEXT, \"syscall\");\n"
-	"	r = real(n, a[0], a[1], a[2], a[3], a[4], a[5]);\n"
-	"#ifdef SYS_fstat\n"
-	"	if (n == SYS_fstat)\n"
-	"		st = (struct stat *)a[1];\n"
-	"#else\n"
-	"	if (n == SYS_newfstatat)\n"
-	"		st = (struct stat *)a[2];\n"
-	"#endif\n"
-	"	if (st != 0 && r == 0 && a[0] > 2 && !S_ISSOCK(st->st_mode) &&\n"
-	"	    named(\"timebox-wd\") && ++looks == 2) {\n"
-	"		if ((mark = getenv(\"TBR_MARK\")) != 0)\n"
-	"			close(open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0600));\n"
-	"		nanosleep(&t, 0);\n"
-	"	}\n"
-	"	return r;\n"
-	"}\n";
+	TBR_DELAY_SYSCALL("not_socket(n, a, r) && named(\"timebox-wd\") && ++looks == 2");
 
 static int victim;
 static atomic_int waiter_tid;
-
-/* The program closes the number its other thread still reads (a close ThreadSanitizer
- * cannot order after that recv, which never returned): the story's point, not a race of
- * the library's. */
-static __attribute__((noinline)) void close_under_reader(int fd)
-{
-	close(fd);
-	__asm__ volatile("" ::: "memory"); /* not a tail call: the frame stays for the rule */
-}
 
 static void *waiter(void *arg)
 {
@@ -98,46 +50,28 @@ static void *waiter(void *arg)
 
 int main(int argc, char **argv)
 {
-	static const char rule[] = "race:close_under_reader\n";
-	static char mark[64], mark_env[96], tsan_env[256];
-	char supp[] = "/tmp/tb_stale_slot_XXXXXX";
-	struct timeval rcv = { 2, 0 };
-	struct stat st;
+	const char *mark;
 	pthread_t w;
-	int port, lfd, peer, peer2, devnull, fd, r, err, sfd;
-	double until, t0, ms;
-	char c;
+	int port, lfd, peer, peer2, devnull, fd, r, err;
+	double ms;
 
 	(void)argc;
 	if (getenv("TBR_CHILD") == NULL) {
-		snprintf(mark, sizeof(mark), "/tmp/tbr-stale-slot-%d", (int)getpid());
-		snprintf(mark_env, sizeof(mark_env), "TBR_MARK=%s", mark);
-		putenv(mark_env);
+		tbr_mark_name("/tmp/tbr-stale-slot-");
 		tbr_add_preload(delay_c);
-		sfd = mkstemp(supp);
-		TBR_CHECK(sfd >= 0, "mkstemp: %s", strerror(errno));
-		TBR_CHECK(write(sfd, rule, sizeof(rule) - 1) == (ssize_t)sizeof(rule) - 1, "write");
-		close(sfd);
-		snprintf(tsan_env, sizeof(tsan_env), "TSAN_OPTIONS=die_after_fork=0:suppressions=%s",
-			 supp);
+		tbr_preload_self(argv, "TIMEBOX_READ_TIMEOUT=300ms",
+				 tbr_tsan_rule("race:tbr_close_under_call\n"), NULL);
 	}
-	tbr_preload_self(argv, "TIMEBOX_READ_TIMEOUT=300ms", tsan_env, NULL);
 	tbr_remove_built();
-	if (getenv("TSAN_OPTIONS") != NULL && strstr(getenv("TSAN_OPTIONS"), "/tmp/tb_stale_slot_"))
-		unlink(strstr(getenv("TSAN_OPTIONS"), "/tmp/tb_stale_slot_"));
-	snprintf(mark, sizeof(mark), "%s", getenv("TBR_MARK"));
-	unlink(mark);
+	tbr_tsan_rule_remove();
+	mark = tbr_mark_path();
 	lfd = tbr_listen(&port);
 	victim = tbr_connect(port); /* governed; the peer never answers */
 	peer = accept(lfd, NULL, NULL);
 	TBR_CHECK(peer >= 0, "accept: %s", strerror(errno));
 	tbr_hang_guard(10, "the story hung");
 	TBR_CHECK(pthread_create(&w, NULL, waiter, NULL) == 0, "pthread_create");
-	until = tbt_now_ms() + 5000;
-	while ((atomic_load(&waiter_tid) == 0 || !tbr_thread_sleeping(atomic_load(&waiter_tid))) &&
-	       tbt_now_ms() < until)
-		tbt_sleep_ms(1);
-	TBR_CHECK(tbt_now_ms() < until, "the waiter never blocked in its recv");
+	TBR_CHECK(tbr_wait_sleeping(&waiter_tid, 5000), "the waiter never blocked in its recv");
 	/* Where no hook sees it: the number now names /dev/null. */
 	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	TBR_CHECK(devnull >= 0, "open /dev/null: %s", strerror(errno));
@@ -145,25 +79,12 @@ int main(int argc, char **argv)
 		  strerror(errno));
 	close(devnull);
 	/* At the waiter's expiry the watchdog finds no fd of its socket, and is held. */
-	until = tbt_now_ms() + 5000;
-	while (stat(mark, &st) != 0 && tbt_now_ms() < until)
-		tbt_sleep_ms(1);
-	TBR_CHECK(stat(mark, &st) == 0, "the watchdog never looked at the stale slot");
-	unlink(mark);
-	close_under_reader(victim); /* the program's own /dev/null copy */
-	fd = tbr_connect(port);
-	if (fd != victim) {
-		printf("the new connection got fd %d, not %d: nothing to show\n", fd, victim);
+	TBR_CHECK(tbr_mark_wait(mark, 5000), "the watchdog never looked at the stale slot");
+	tbr_close_under_call(victim); /* the program's own /dev/null copy */
+	fd = tbr_reconnect_on(lfd, port, victim, &peer2);
+	if (fd < 0)
 		return 0;
-	}
-	peer2 = accept(lfd, NULL, NULL);
-	TBR_CHECK(peer2 >= 0, "accept: %s", strerror(errno));
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &rcv, sizeof(rcv));
-	t0 = tbt_now_ms();
-	errno = 0;
-	r = (int)recv(fd, &c, 1, 0);
-	err = errno;
-	ms = tbt_now_ms() - t0;
+	r = tbr_read_silent(fd, &err, &ms);
 	TBR_CHECK(r < 0 && err == ETIMEDOUT,
 		  "fd %d, a new governed connection on the stale slot's number, was not governed: "
 		  "its read of a silent peer returned %d (%s) after %.0f ms instead of ETIMEDOUT "

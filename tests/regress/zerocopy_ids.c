@@ -23,13 +23,6 @@
 
 #include <linux/errqueue.h>
 
-#ifndef SO_ZEROCOPY
-#define SO_ZEROCOPY 60
-#endif
-#ifndef MSG_ZEROCOPY
-#define MSG_ZEROCOPY 0x4000000
-#endif
-
 #define BIG (1 << 20)
 
 static void *drain(void *arg)
