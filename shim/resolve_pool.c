@@ -586,29 +586,52 @@ static struct req *reentrant_req(const char *name, char *buf, size_t len)
 	return n > 0 ? new_req(K_HOSTENT_R, name, NULL, n, buf) : NULL;
 }
 
+/*
+ * submit for the hostent lookups, which fall back on libc's own call: A_NATIVE when no
+ * request could be made (r NULL) or no thread could run it (r freed: the caller makes
+ * libc's call, unbounded), A_CUT when the lookup expired (counted: the caller answers as a
+ * silent resolver would), A_DONE when r holds the result. The thread starts from the
+ * caller's errno, as libc would.
+ */
+enum ask { A_NATIVE, A_CUT, A_DONE };
+
+static enum ask ask(struct req *r, struct tb_lookup *lk)
+{
+	if (r == NULL)
+		return A_NATIVE;
+	r->err = errno;
+	switch (submit(r, lk)) {
+	case W_NO_THREAD:
+		free_req(r);
+		return A_NATIVE;
+	case W_EXPIRED:
+		tb_lookup_cut(lk);
+		return A_CUT;
+	case W_DONE:
+		break;
+	}
+	return A_DONE;
+}
+
 struct hostent *tb_lookup_gethostbyname(struct tb_lookup *lk, const char *name, bool two,
 					int af)
 {
 	struct req *r = new_req(K_HOSTENT, name, NULL, 0, NULL);
 
-	if (r == NULL)
-		goto native;
-	r->two = two;
-	r->af = af;
-	r->err = errno;
-	switch (submit(r, lk)) {
-	case W_NO_THREAD:
-		free_req(r);
-		goto native;
-	case W_EXPIRED:
-		tb_lookup_cut(lk);
+	if (r != NULL) {
+		r->two = two;
+		r->af = af;
+	}
+	switch (ask(r, lk)) {
+	case A_NATIVE:
+		return two ? tb_resolve_real.gethostbyname2(name, af)
+			   : tb_resolve_real.gethostbyname(name);
+	case A_CUT:
 		return tb_hostname_unanswered();
-	case W_DONE:
+	case A_DONE:
 		break;
 	}
 	return static_result(r);
-native:
-	return two ? tb_resolve_real.gethostbyname2(name, af) : tb_resolve_real.gethostbyname(name);
 }
 
 int tb_lookup_gethostbyname_r(struct tb_lookup *lk, const char *name, bool two, int af,
@@ -617,26 +640,22 @@ int tb_lookup_gethostbyname_r(struct tb_lookup *lk, const char *name, bool two, 
 {
 	struct req *r = reentrant_req(name, buf, len);
 
-	if (r == NULL)
-		goto native;
-	r->two = two;
-	r->af = af;
-	r->err = errno;
-	switch (submit(r, lk)) {
-	case W_NO_THREAD:
-		free_req(r);
-		goto native;
-	case W_EXPIRED:
-		tb_lookup_cut(lk);
+	if (r != NULL) {
+		r->two = two;
+		r->af = af;
+	}
+	switch (ask(r, lk)) {
+	case A_NATIVE:
+		if (two)
+			return tb_resolve_real.gethostbyname2_r(name, af, ret, buf, len, result,
+								h_errnop);
+		return tb_resolve_real.gethostbyname_r(name, ret, buf, len, result, h_errnop);
+	case A_CUT:
 		return tb_hostname_r_unanswered(result, h_errnop);
-	case W_DONE:
+	case A_DONE:
 		break;
 	}
 	return reentrant_result(r, ret, buf, result, h_errnop);
-native:
-	if (two)
-		return tb_resolve_real.gethostbyname2_r(name, af, ret, buf, len, result, h_errnop);
-	return tb_resolve_real.gethostbyname_r(name, ret, buf, len, result, h_errnop);
 }
 
 struct hostent *tb_lookup_gethostbyaddr(struct tb_lookup *lk, const void *addr, socklen_t len,
@@ -644,23 +663,17 @@ struct hostent *tb_lookup_gethostbyaddr(struct tb_lookup *lk, const void *addr, 
 {
 	struct req *r = new_req(K_HOSTENT, NULL, NULL, 0, NULL);
 
-	if (r == NULL)
-		goto native;
-	set_addr(r, addr, len, af);
-	r->err = errno;
-	switch (submit(r, lk)) {
-	case W_NO_THREAD:
-		free_req(r);
-		goto native;
-	case W_EXPIRED:
-		tb_lookup_cut(lk);
+	if (r != NULL)
+		set_addr(r, addr, len, af);
+	switch (ask(r, lk)) {
+	case A_NATIVE:
+		return tb_resolve_real.gethostbyaddr(addr, len, af);
+	case A_CUT:
 		return tb_hostaddr_unanswered(addr, len, af);
-	case W_DONE:
+	case A_DONE:
 		break;
 	}
 	return static_result(r);
-native:
-	return tb_resolve_real.gethostbyaddr(addr, len, af);
 }
 
 int tb_lookup_gethostbyaddr_r(struct tb_lookup *lk, const void *addr, socklen_t len, int af,
@@ -669,23 +682,18 @@ int tb_lookup_gethostbyaddr_r(struct tb_lookup *lk, const void *addr, socklen_t 
 {
 	struct req *r = reentrant_req(NULL, buf, buflen);
 
-	if (r == NULL)
-		goto native;
-	set_addr(r, addr, len, af);
-	r->err = errno;
-	switch (submit(r, lk)) {
-	case W_NO_THREAD:
-		free_req(r);
-		goto native;
-	case W_EXPIRED:
-		tb_lookup_cut(lk);
+	if (r != NULL)
+		set_addr(r, addr, len, af);
+	switch (ask(r, lk)) {
+	case A_NATIVE:
+		return tb_resolve_real.gethostbyaddr_r(addr, len, af, ret, buf, buflen, result,
+						       h_errnop);
+	case A_CUT:
 		return tb_hostaddr_r_unanswered(addr, len, af, ret, buf, buflen, result, h_errnop);
-	case W_DONE:
+	case A_DONE:
 		break;
 	}
 	return reentrant_result(r, ret, buf, result, h_errnop);
-native:
-	return tb_resolve_real.gethostbyaddr_r(addr, len, af, ret, buf, buflen, result, h_errnop);
 }
 
 struct hostent *tb_hostname_unanswered(void)
