@@ -733,11 +733,28 @@ void tb_sock_fork_child(void)
 	pthread_mutex_init(&grow_lock, NULL);
 }
 
+/* True when an fd of this process names s: its fd hint, else any number of the table (a
+ * socket dup'ed and its first number closed). A fork child's only. */
+static bool named_by_fd(struct tb_sock *s)
+{
+	int hw = atomic_load_explicit(&tb_fd_hiwater, memory_order_relaxed);
+
+	if (tb_fd_sock(atomic_load_explicit(&s->fd, memory_order_relaxed)) == s)
+		return true;
+	for (int fd = 0; fd <= hw; fd++)
+		if (tb_fd_sock(fd) == s)
+			return true;
+	return false;
+}
+
+/* A socket holds its slot in the child only while an fd names it: one whose last close was
+ * under way in another thread at the fork (its fd taken from the table, the slot not yet
+ * given back) has nobody left in the child to give it back (regress/gate_fork_closing). */
 static void count_slot(struct tb_sock *s)
 {
 	struct tb_sock_rare *r;
 
-	if (!atomic_load_explicit(&s->has_slot, memory_order_relaxed))
+	if (!atomic_load_explicit(&s->has_slot, memory_order_relaxed) || !named_by_fd(s))
 		return;
 	r = tb_sock_rare(s);
 	tb_gates_fork_held(atomic_load_explicit(&r->gate, memory_order_relaxed), r->slot_fd);
