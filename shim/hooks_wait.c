@@ -32,39 +32,41 @@ struct waitset {
 	int n;
 	bool entered;      /* a group is open in the thread's record of waits (waits.h) */
 	unsigned base;
+	unsigned added;    /* entries the group added to the record */
 	uintptr_t sp;      /* the hook's frame address */
 	struct {
 		struct tb_sock *s;
-		int fd;
-		int index; /* in the pollfd array; -1 for select */
+		int index;       /* in the pollfd array; -1 for select */
 		uint32_t gen;
-		bool rd, wr;
-		short rec[2]; /* each side's entry in the record, -1 none */
+		uint8_t waiting; /* 1 << side for each side whose wait began */
+		short rec[2];    /* each side's entry in the record, -1 none; set while waiting */
 	} e[WAITSET_MAX];
 };
 
 /* Marks the waits for one governed fd. A wait that is already due is settled here: a read
  * side with data queued is left unmarked (the call returns at once anyway); otherwise the
- * socket is expired now, and its shutdown makes the real call return at once. */
-static void mark(struct waitset *ws, struct tb_sock *s, int fd, int index, bool rd, bool wr,
-		 int64_t now)
+ * socket is expired now, and its shutdown makes the real call return at once. Inlined into
+ * each hook, as its counterpart unmark: a poll of one socket is on the path of every
+ * exchange of a client with timeouts of its own (curl, libpq). */
+static inline __attribute__((always_inline)) void
+mark(struct waitset *ws, struct tb_sock *s, int fd, int index, bool rd, bool wr, int64_t now)
 {
 	uint32_t w = tb_sock_word(s);
 	int64_t unused;
 	int k;
 
-	if (TB_ST(w) != TB_ST_OPEN && TB_ST(w) != TB_ST_CONNECTING)
-		return;
-	if (TB_ST(w) == TB_ST_CONNECTING) {
+	if (TB_ST(w) != TB_ST_OPEN) {
+		if (TB_ST(w) != TB_ST_CONNECTING)
+			return;
 		/* The handshake may be over without the program having been told (a
 		 * server-speaks-first client polls POLLIN for the banner): then this is a
 		 * wait for the first byte, not for the handshake. */
 		tb_xfer_confirm_open(s, fd);
 		w = tb_sock_word(s);
-	}
-	if (TB_ST(w) == TB_ST_CONNECTING) {
-		rd = false;
-		wr = true; /* the handshake: one wait, on the connect phase */
+		if (TB_ST(w) == TB_ST_CONNECTING) {
+			rd = false;
+			wr = true; /* the handshake: one wait, on the connect phase */
+		}
 	}
 	if (rd && !tb_xfer_polled_read_governed(s, TB_ST_GEN(w)))
 		rd = false;
@@ -77,26 +79,21 @@ static void mark(struct waitset *ws, struct tb_sock *s, int fd, int index, bool 
 	}
 	k = ws->n++;
 	ws->e[k].s = s;
-	ws->e[k].fd = fd;
 	ws->e[k].index = index;
 	ws->e[k].gen = TB_ST_GEN(w);
-	ws->e[k].rd = false;
-	ws->e[k].wr = false;
-	ws->e[k].rec[TB_RD] = -1;
-	ws->e[k].rec[TB_WR] = -1;
+	ws->e[k].waiting = 0;
 	for (int side = TB_RD; side <= TB_WR; side++) {
 		struct tb_expiry e;
+		int i;
 
 		if (!(side == TB_RD ? rd : wr))
 			continue;
 		e = tb_wd_wait_begin(s, (enum tb_side)side, fd, now);
 		if (e.at > now) {
-			if (side == TB_RD)
-				ws->e[k].rd = true;
-			else
-				ws->e[k].wr = true;
-			ws->e[k].rec[side] = (short)tb_waits_add(s, (enum tb_side)side,
-								 TB_ST_GEN(w), ws->sp);
+			ws->e[k].waiting |= (uint8_t)(1u << side);
+			i = tb_waits_add(s, (enum tb_side)side, TB_ST_GEN(w), ws->sp);
+			ws->e[k].rec[side] = (short)i;
+			ws->added += i >= 0;
 			continue;
 		}
 		tb_sock_wait_end(s, (enum tb_side)side, now, false, TB_ST_GEN(w));
@@ -129,37 +126,45 @@ static void note_polled(const struct pollfd *fds, nfds_t nfds)
 	}
 }
 
-static void unmark(struct waitset *ws, const struct pollfd *fds, int64_t now)
+static inline __attribute__((always_inline)) void
+unmark(struct waitset *ws, const struct pollfd *fds, int64_t now)
 {
-	int added = 0;
-
 	for (int k = 0; k < ws->n; k++) {
 		struct tb_sock *s = ws->e[k].s;
 
-		added += (ws->e[k].rec[TB_RD] >= 0) + (ws->e[k].rec[TB_WR] >= 0);
-		if (ws->e[k].rd && tb_waits_take(ws->e[k].rec[TB_RD], s, TB_RD))
-			tb_sock_wait_end(s, TB_RD, now, false, ws->e[k].gen);
-		if (ws->e[k].wr && tb_waits_take(ws->e[k].rec[TB_WR], s, TB_WR))
-			tb_sock_wait_end(s, TB_WR, now, false, ws->e[k].gen);
+		for (int side = TB_RD; side <= TB_WR; side++)
+			if ((ws->e[k].waiting & (1u << side)) &&
+			    tb_waits_take(ws->e[k].rec[side], s, (enum tb_side)side))
+				tb_sock_wait_end(s, (enum tb_side)side, now, false, ws->e[k].gen);
 		if (fds != NULL && ws->e[k].index >= 0)
 			note_connected(s, fds[ws->e[k].index].revents);
 	}
 	if (ws->entered)
-		tb_waits_leave(ws->base, (unsigned)added);
+		tb_waits_leave(ws->base, ws->added);
 }
 
-static int poll_common(struct pollfd *fds, nfds_t nfds, const struct timespec *ts,
-		       const sigset_t *ss, int timeout_ms, bool is_ppoll)
+/* A wait set with nothing marked yet, for the hook whose frame is sp. */
+static inline void waitset_init(struct waitset *ws, uintptr_t sp)
+{
+	ws->n = 0;
+	ws->entered = false;
+	ws->added = 0;
+	ws->sp = sp;
+}
+
+/* Inlined into poll and ppoll: the hook's frame is the one the record of waits names. */
+static inline __attribute__((always_inline)) int
+poll_common(struct pollfd *fds, nfds_t nfds, const struct timespec *ts, const sigset_t *ss,
+	    int timeout_ms, bool is_ppoll)
 {
 	struct waitset ws;
 	int64_t now = 0;
 	bool waits = is_ppoll ? (ts == NULL || ts->tv_sec != 0 || ts->tv_nsec != 0)
 			      : timeout_ms != 0;
-	int r, err, saved = errno;
+	int *errp = tb_errp(); /* looked up once */
+	int r, err, saved = *errp;
 
-	ws.n = 0;
-	ws.entered = false;
-	ws.sp = (uintptr_t)__builtin_frame_address(0);
+	waitset_init(&ws, (uintptr_t)__builtin_frame_address(0));
 	if (waits && atomic_load_explicit(&tb_fd_hiwater, memory_order_relaxed) >= 0) {
 		for (nfds_t i = 0; i < nfds; i++) {
 			struct tb_sock *s = tb_fd_sock(fds[i].fd);
@@ -185,11 +190,11 @@ static int poll_common(struct pollfd *fds, nfds_t nfds, const struct timespec *t
 	}
 	if (ws.n >= 2)
 		tb_thread_mark_multiplexed(); /* two calls at once: an event loop (thread.h) */
-	errno = saved;
+	*errp = saved;
 	r = is_ppoll ? tb_real.ppoll(fds, nfds, ts, ss) : tb_real.poll(fds, nfds, timeout_ms);
-	err = r < 0 ? errno : saved;
+	err = r < 0 ? *errp : saved;
 	unmark(&ws, r > 0 ? fds : NULL, tb_now());
-	errno = err;
+	*errp = err;
 	return r;
 }
 
@@ -285,9 +290,7 @@ TB_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeva
 	struct waitset ws;
 	int r, err, saved = errno;
 
-	ws.n = 0;
-	ws.entered = false;
-	ws.sp = (uintptr_t)__builtin_frame_address(0);
+	waitset_init(&ws, (uintptr_t)__builtin_frame_address(0));
 	if (tv == NULL || tv->tv_sec != 0 || tv->tv_usec != 0)
 		mark_sets(&ws, nfds, rd, wr);
 	if (ws.n == 0) {
@@ -310,9 +313,7 @@ TB_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct
 	struct waitset ws;
 	int r, err, saved = errno;
 
-	ws.n = 0;
-	ws.entered = false;
-	ws.sp = (uintptr_t)__builtin_frame_address(0);
+	waitset_init(&ws, (uintptr_t)__builtin_frame_address(0));
 	if (ts == NULL || ts->tv_sec != 0 || ts->tv_nsec != 0)
 		mark_sets(&ws, nfds, rd, wr);
 	if (ws.n == 0) {

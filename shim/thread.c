@@ -18,6 +18,7 @@ __thread struct tb_budget tb_thread_budget __attribute__((tls_model("initial-exe
 __thread int tb_thread_tid __attribute__((tls_model("initial-exec")));
 __thread bool tb_thread_multiplexed __attribute__((tls_model("initial-exec")));
 __thread bool tb_thread_service __attribute__((tls_model("initial-exec")));
+__thread int *tb_thread_errp __attribute__((tls_model("initial-exec")));
 bool tb_process_scope;
 /* The process timebox set up: 0 until tb_thread_setup. A vfork child reads its parent's. */
 static atomic_int self_pid;

@@ -3,6 +3,7 @@
 #ifndef TB_THREAD_H
 #define TB_THREAD_H
 
+#include <errno.h>
 #include <stdbool.h>
 
 #include "budget.h"
@@ -23,6 +24,8 @@ extern __thread bool tb_thread_multiplexed
 /* One of timebox's own threads (service.c): every signal blocked for its whole life. */
 extern __thread bool tb_thread_service
 	__attribute__((tls_model("initial-exec"), visibility("hidden")));
+extern __thread int *tb_thread_errp
+	__attribute__((tls_model("initial-exec"), visibility("hidden")));
 extern bool tb_process_scope;
 
 int tb_tid_slow(void);
@@ -31,6 +34,18 @@ int tb_tid_slow(void);
 static inline int tb_tid(void)
 {
 	return tb_thread_tid != 0 ? tb_thread_tid : tb_tid_slow();
+}
+
+/* The calling thread's errno. libc gives its address only through a call
+ * (__errno_location), which every transfer would make; it is fixed for the thread's life
+ * (a vfork child runs on its parent's thread, and finds the same), so it is kept. */
+static inline int *tb_errp(void)
+{
+	int *p = tb_thread_errp;
+
+	if (__builtin_expect(p == NULL, 0))
+		p = tb_thread_errp = &errno;
+	return p;
 }
 
 /*

@@ -349,7 +349,7 @@ __attribute__((always_inline)) inline int tb_xfer_begin(struct tb_xfer *x, struc
 	x->buf = NULL; /* the hook names what moves (tb_xfer_data); a caller that cannot (stdio's */
 	x->iov = NULL; /* own reads and writes) leaves the bytes unseen by the framing */
 	x->iovcnt = 0;
-	x->errp = &errno; /* one look-up of the thread's errno for the whole transfer */
+	x->errp = tb_errp(); /* one look-up of the thread's errno for the whole transfer */
 	x->saved_errno = *x->errp;
 	if (TB_UNLIKELY(TB_ST(w) == TB_ST_EXPIRED))
 		return begin_expired(x, s, fd);
