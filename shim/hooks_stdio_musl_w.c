@@ -41,6 +41,7 @@
 
 #include "fdtable.h"
 #include "hooks.h"
+#include "prop_io.h"
 #include "real.h"
 #include "sigpipe.h"
 #include "sock.h"
@@ -56,6 +57,25 @@ int fputc_unlocked(int c, FILE *f);
 size_t fwrite_unlocked(const void *p, size_t size, size_t n, FILE *f);
 int fputs_unlocked(const char *str, FILE *f);
 int fflush_unlocked(FILE *f);
+
+/* A write on an untracked stream of a scope=request process: on an inbound connection the
+ * response begins (prop_io.h tb_pin_writing: the request's budget closes, the connection's
+ * parser waits for the next head; regress/inbound_stdio_keepalive, built with musl too).
+ * One load and a branch otherwise. musl's fileno sets errno on a stream with no fd (a
+ * memory stream): kept as it was. */
+static TB_SLOW void inbound_put(FILE *f)
+{
+	int saved = errno, fd = f != NULL ? fileno(f) : -1;
+
+	errno = saved;
+	tb_pin_writing(fd);
+}
+
+#define INBOUND_PUT(f)                                                                      \
+	do {                                                                                \
+		if (TB_UNLIKELY(tb_pin_enabled()))                                          \
+			inbound_put(f);                                                     \
+	} while (0)
 
 /* True when writing bytes[0..n) may make musl write to the fd: no room for them (an
  * unbuffered stream has a buffer of size 0), or a newline on a line-buffered stream. A
@@ -143,8 +163,10 @@ TB_EXPORT size_t fwrite(const void *p, size_t size, size_t n, FILE *f)
 	int fd;
 	struct tb_sock *s = file_sock(f, &fd);
 
-	if (TB_LIKELY(s == NULL) || size == 0 || n == 0 || n > (size_t)-1 / size)
+	if (TB_LIKELY(s == NULL) || size == 0 || n == 0 || n > (size_t)-1 / size) {
+		INBOUND_PUT(f);
 		return tb_real.fwrite(p, size, n, f);
+	}
 	return fwrite_governed(s, fd, p, size, n, f);
 }
 
@@ -169,8 +191,10 @@ TB_EXPORT int fputs(const char *str, FILE *f)
 	int fd;
 	struct tb_sock *s = file_sock(f, &fd);
 
-	if (TB_LIKELY(s == NULL))
+	if (TB_LIKELY(s == NULL)) {
+		INBOUND_PUT(f);
 		return tb_real.fputs(str, f);
+	}
 	return fputs_governed(s, fd, str, f);
 }
 
@@ -206,8 +230,10 @@ TB_EXPORT int fputc(int c, FILE *f)
 	int fd;
 	struct tb_sock *s = file_sock(f, &fd);
 
-	if (TB_LIKELY(s == NULL))
+	if (TB_LIKELY(s == NULL)) {
+		INBOUND_PUT(f);
 		return tb_real.fputc(c, f);
+	}
 	return putc_governed(s, fd, c, f);
 }
 
@@ -224,8 +250,10 @@ TB_EXPORT int fputc_unlocked(int c, FILE *f)
 	int fd;
 	struct tb_sock *s = file_sock(f, &fd);
 
-	if (TB_LIKELY(s == NULL))
+	if (TB_LIKELY(s == NULL)) {
+		INBOUND_PUT(f);
 		return tb_real.fputc_unlocked(c, f);
+	}
 	return putc_governed(s, fd, c, f);
 }
 
@@ -277,8 +305,10 @@ TB_EXPORT int vfprintf(FILE *f, const char *fmt, va_list ap)
 	int fd;
 	struct tb_sock *s = file_sock(f, &fd);
 
-	if (TB_LIKELY(s == NULL))
+	if (TB_LIKELY(s == NULL)) {
+		INBOUND_PUT(f);
 		return tb_real.vfprintf(f, fmt, ap);
+	}
 	return vfprintf_governed(s, fd, f, fmt, ap);
 }
 
@@ -319,8 +349,10 @@ TB_EXPORT int fflush(FILE *f)
 	int fd;
 	struct tb_sock *s = f != NULL ? file_sock(f, &fd) : NULL;
 
-	if (TB_LIKELY(s == NULL))
+	if (TB_LIKELY(s == NULL)) {
+		INBOUND_PUT(f);
 		return tb_real.fflush(f);
+	}
 	return fflush_governed(s, fd, f);
 }
 

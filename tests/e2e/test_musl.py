@@ -301,6 +301,23 @@ def test_musl_stdio_on_a_memory_stream_keeps_errno():
     assert r.returncode == 0 and r.stderr == "", r
 
 
+def test_musl_stdio_response_closes_the_inbound_budget():
+    # tests/regress/inbound_stdio_keepalive.c, built with musl-gcc: a scope=request server
+    # answering a keep-alive connection with fprintf + fflush ran its second request under
+    # the first one's budget in the musl build (musl's stdio writes inside libc, and its
+    # writers' hooks did not tell the inbound connection a response had begun): the second
+    # request's downstream connect failed with ETIMEDOUT at once.
+    require_plain_build()
+    prog = os.path.join(MUSL_BUILD, "tests", "regress", "inbound_stdio_keepalive")
+    musl_client("stdiocli")  # the musl column's prerequisites
+    assert os.path.exists(prog), "%s is not built: run make musl-clients" % prog
+    env = lib.native_env(clean=True)
+    env["TBR_PRELOAD"] = MUSL_LIB
+    r = lib.run([prog], env=env)
+    assert r.returncode == 0 and "timebox:" not in r.stderr, r
+    assert "budget of its own" in r.stdout, r
+
+
 def no_times(out):
     """out without the fields that carry times (ms=, total_ms=): what must be identical."""
     return [" ".join(f for f in line.split() if not f.startswith(("ms=", "total_ms=")))

@@ -13,7 +13,9 @@
  * the server reads it with read() and answers with fprintf + fflush on a FILE of a dup of
  * the socket; 500 ms later the client sends a second request on the same connection, the
  * server reads it and connects to a healthy listener for it -> -1 ETIMEDOUT at once, where
- * natively it succeeds.
+ * natively it succeeds. The musl build's stdio writers had the same hole after the glibc
+ * build's was closed: the program is built with musl-gcc too (make musl-clients) and run
+ * under that build by test_musl.py.
  */
 #include <sys/syscall.h>
 
