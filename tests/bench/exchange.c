@@ -4,7 +4,7 @@
  * or (--reconnect) a fresh connection per exchange; the run is timed from a common start.
  *
  * usage: exchange --port P [--conns C] [--n N] [--warmup W] [--size B] [--reconnect]
- *                 [--idle K] [--blocked T] [--kind raw|http|tls] [--writev]
+ *                 [--idle K] [--blocked T] [--kind raw|http|tls] [--writev] [--poll]
  *
  *   --conns C     C threads, one connection each (default 1)
  *   --n N         exchanges per thread, measured (default 10000)
@@ -20,6 +20,9 @@
  *                 makes its handshake when it opens, before any measured exchange
  *   --writev      each request goes out with writev(2), in two pieces (its first 16 bytes
  *                 and the rest), as a client that writes a header and a body does
+ *   --poll        the socket is non-blocking once connected, and each read is preceded by
+ *                 poll(2) for POLLIN (a write that the buffer does not take, by one for
+ *                 POLLOUT), as a client with timeouts of its own does (curl, libpq)
  *
  * Prints one line: conns= n= secs= xps= p50_us= p99_us= cpu_us= errors= idle= blocked=
  * idle_rss_kb=, where cpu_us is the process's user+system CPU per exchange (getrusage),
@@ -29,7 +32,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -59,6 +64,7 @@ static long n_per, warmup;
 static size_t size = 64;
 static bool reconnect;
 static bool use_writev;
+static bool use_poll;
 static pthread_barrier_t start_line;
 static struct canned_step script[CANNED_MAX_STEPS];
 static int script_len;
@@ -89,6 +95,8 @@ static int open_conn(void)
         errno = err;
         return -1;
     }
+    if (use_poll)
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     for (int i = 0; i + 1 < script_len; i++) {
         if (step(fd, &script[i]) < 0) {
             int err = errno;
@@ -111,6 +119,36 @@ static void close_hard(int fd)
     close(fd);
 }
 
+/* --poll: waits until fd is ready for `events`; 0, or -1 with errno set. */
+static int await(int fd, short events)
+{
+    struct pollfd p = { .fd = fd, .events = events };
+
+    while (poll(&p, 1, -1) < 0)
+        if (errno != EINTR)
+            return -1;
+    return 0;
+}
+
+/* --poll: the whole request, written as the buffer takes it. */
+static int write_polled(int fd, const unsigned char *b, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, b, n);
+
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+            if (await(fd, POLLOUT) < 0)
+                return -1;
+            continue;
+        }
+        if (w < 0)
+            return -1;
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
 /* Sends a step's request in one write and reads its whole answer. Returns 0, or -1 with
  * errno set (EPIPE at EOF). */
 static int step(int fd, const struct canned_step *st)
@@ -118,7 +156,10 @@ static int step(int fd, const struct canned_step *st)
     char buf[CANNED_MAX_BYTES];
     size_t got = 0;
 
-    if (use_writev && st->client_len > 16) {
+    if (use_poll) {
+        if (write_polled(fd, st->client, st->client_len) < 0)
+            return -1;
+    } else if (use_writev && st->client_len > 16) {
         struct iovec v[2] = { { (void *)st->client, 16 },
                               { (void *)(st->client + 16), st->client_len - 16 } };
 
@@ -128,9 +169,12 @@ static int step(int fd, const struct canned_step *st)
         return -1;
     }
     while (got < st->server_len) {
-        ssize_t n = read(fd, buf + got, st->server_len - got);
+        ssize_t n;
 
-        if (n < 0 && errno == EINTR)
+        if (use_poll && await(fd, POLLIN) < 0)
+            return -1;
+        n = read(fd, buf + got, st->server_len - got);
+        if (n < 0 && (errno == EINTR || (use_poll && errno == EAGAIN)))
             continue;
         if (n <= 0) {
             if (n == 0)
@@ -231,7 +275,8 @@ static int cmp_i64(const void *a, const void *b)
 static void usage(void)
 {
     fprintf(stderr, "usage: exchange --port P [--conns C] [--n N] [--warmup W] [--size B] "
-                    "[--reconnect] [--idle K] [--blocked T] [--kind raw|http|tls] [--writev]\n");
+                    "[--reconnect] [--idle K] [--blocked T] [--kind raw|http|tls] [--writev] "
+                    "[--poll]\n");
     exit(2);
 }
 
@@ -255,6 +300,8 @@ int main(int argc, char **argv)
             reconnect = true;
         else if (strcmp(a, "--writev") == 0)
             use_writev = true;
+        else if (strcmp(a, "--poll") == 0)
+            use_poll = true;
         else if (i + 1 >= argc)
             usage();
         else if (strcmp(a, "--port") == 0)
