@@ -287,17 +287,23 @@ def test_musl_stdio_writers_to_a_peer_that_never_reads_are_cut():
         assert 700 <= int(event["elapsed_ms"]) < lib.slack(700), (api, r)
 
 
-def test_musl_stdio_on_a_memory_stream_keeps_errno():
-    # tests/regress/stdio_memory_errno.c, built with musl-gcc: musl's fileno of a memory
-    # stream sets errno to EBADF, and the hooks' pass-through left it so after calls that
-    # succeeded. The program runs itself under the library named by TBR_PRELOAD.
+def musl_regress(name):
+    """Runs tests/regress/NAME, built with musl-gcc (make musl-clients): the program runs
+    itself under the library TBR_PRELOAD names, the musl build."""
     require_plain_build()
-    prog = os.path.join(MUSL_BUILD, "tests", "regress", "stdio_memory_errno")
+    prog = os.path.join(MUSL_BUILD, "tests", "regress", name)
     musl_client("stdiocli")  # the musl column's prerequisites
     assert os.path.exists(prog), "%s is not built: run make musl-clients" % prog
     env = lib.native_env(clean=True)
     env["TBR_PRELOAD"] = MUSL_LIB
-    r = lib.run([prog], env=env)
+    return lib.run([prog], env=env)
+
+
+def test_musl_stdio_on_a_memory_stream_keeps_errno():
+    # tests/regress/stdio_memory_errno.c, built with musl-gcc: musl's fileno of a memory
+    # stream sets errno to EBADF, and the hooks' pass-through left it so after calls that
+    # succeeded. The program runs itself under the library named by TBR_PRELOAD.
+    r = musl_regress("stdio_memory_errno")
     assert r.returncode == 0 and r.stderr == "", r
 
 
@@ -307,13 +313,7 @@ def test_musl_stdio_response_closes_the_inbound_budget():
     # the first one's budget in the musl build (musl's stdio writes inside libc, and its
     # writers' hooks did not tell the inbound connection a response had begun): the second
     # request's downstream connect failed with ETIMEDOUT at once.
-    require_plain_build()
-    prog = os.path.join(MUSL_BUILD, "tests", "regress", "inbound_stdio_keepalive")
-    musl_client("stdiocli")  # the musl column's prerequisites
-    assert os.path.exists(prog), "%s is not built: run make musl-clients" % prog
-    env = lib.native_env(clean=True)
-    env["TBR_PRELOAD"] = MUSL_LIB
-    r = lib.run([prog], env=env)
+    r = musl_regress("inbound_stdio_keepalive")
     assert r.returncode == 0 and "timebox:" not in r.stderr, r
     assert "budget of its own" in r.stdout, r
 

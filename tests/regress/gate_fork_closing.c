@@ -17,9 +17,6 @@
  * connects to the same destination: it must get the slot at once. (Natively there is no
  * gate: every connect succeeds at once.)
  */
-#include <pthread.h>
-#include <sys/prctl.h>
-
 #include "gate_regress.h"
 #include "delaylib.h"
 
@@ -45,26 +42,12 @@ static const char delay_c[] = TBR_DELAY_HEAD
 	"	return r;\n"
 	"}\n";
 
-static int port, t_err;
-static double t_ms;
-
-static void *connect_close(void *arg)
-{
-	int fd;
-
-	(void)arg;
-	prctl(PR_SET_NAME, "tbr-close");
-	fd = tbg_connect(port, &t_err, &t_ms);
-	if (fd >= 0)
-		close(fd);
-	return NULL;
-}
+static struct tbg_connecter t = { .close_after = true }; /* thread T */
 
 int main(int argc, char **argv)
 {
-	int lfd, fd, err;
+	int lfd, fd, err, port;
 	const char *mark;
-	pthread_t t;
 	double ms;
 	pid_t pid;
 
@@ -78,9 +61,9 @@ int main(int argc, char **argv)
 	mark = tbr_mark_path();
 	tbr_hang_guard(20, "the story hung");
 	lfd = tbr_listen(&port);
-	TBR_CHECK(pthread_create(&t, NULL, connect_close, NULL) == 0, "pthread_create");
+	tbg_connecter_start(&t, port, "tbr-close");
 	TBR_CHECK(tbr_mark_wait(mark, 5000), "thread T never closed its socket (connect: %s)",
-		  tbt_errno_name(t_err));
+		  tbt_errno_name(t.err));
 	pid = fork();
 	TBR_CHECK(pid >= 0, "fork: %s", strerror(errno));
 	if (pid == 0) {
@@ -95,7 +78,7 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		_exit(0);
 	}
-	pthread_join(t, NULL);
+	pthread_join(t.t, NULL);
 	TBR_CHECK(tbg_wait(pid) == 0, "the child failed");
 	fd = tbg_connect(port, &err, &ms); /* the parent's slot came back with T's close */
 	TBR_CHECK(fd >= 0 && ms < 500, "parent: connect after T's close: fd %d %s after %.0f ms",

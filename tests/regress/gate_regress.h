@@ -38,12 +38,14 @@ static inline int tbg_connect(int port, int *err, double *ms)
 }
 
 /* A thread that connects to 127.0.0.1:port with tbg_connect (its result in fd, err, ms),
- * named `name` if not NULL (for a delaying library's named()). It stores its id in tid
+ * named `name` if not NULL (for a delaying library's named()), and with close_after set
+ * closes the connection at once (fd keeps the number it had). It stores its id in tid
  * first, so that the story can see it wait at the gate; tbg_connecter_start starts it. */
 struct tbg_connecter {
 	pthread_t t;
 	const char *name;
 	int port, fd, err;
+	bool close_after;
 	double ms;
 	atomic_int tid;
 };
@@ -56,6 +58,8 @@ static inline void *tbg_connecter_main(void *arg)
 		prctl(PR_SET_NAME, c->name);
 	atomic_store(&c->tid, (int)syscall(SYS_gettid));
 	c->fd = tbg_connect(c->port, &c->err, &c->ms);
+	if (c->close_after && c->fd >= 0)
+		close(c->fd);
 	return NULL;
 }
 

@@ -16,9 +16,6 @@
  * program forks a worker that stays alive (it closes the program's fds it does not use);
  * once T's close returned, the parent connects again: it must get the slot at once.
  */
-#include <pthread.h>
-#include <sys/prctl.h>
-
 #include "gate_regress.h"
 #include "delaylib.h"
 
@@ -40,20 +37,7 @@ static const char delay_c[] = TBR_DELAY_HEAD
 	"	return real(fd);\n"
 	"}\n";
 
-static int port, t_err;
-static double t_ms;
-
-static void *connect_close(void *arg)
-{
-	int fd;
-
-	(void)arg;
-	prctl(PR_SET_NAME, "tbr-close");
-	fd = tbg_connect(port, &t_err, &t_ms);
-	if (fd >= 0)
-		close(fd);
-	return NULL;
-}
+static struct tbg_connecter t = { .close_after = true }; /* thread T */
 
 /* The worker: closes the fds of the program's it has no use for (the listener, the
  * parent's ends of the pipes), says so, and lives until the parent closes its pipe. T's
@@ -75,9 +59,8 @@ static void worker(int lfd, const int up[2], const int down[2])
 int main(int argc, char **argv)
 {
 	static char xdg_env[128];
-	int lfd, fd, err, up[2], down[2];
+	int lfd, fd, err, port, up[2], down[2];
 	const char *mark;
-	pthread_t t;
 	double ms;
 	char c;
 	pid_t pid;
@@ -94,9 +77,9 @@ int main(int argc, char **argv)
 	mark = tbr_mark_path();
 	tbr_hang_guard(20, "the story hung");
 	lfd = tbr_listen(&port);
-	TBR_CHECK(pthread_create(&t, NULL, connect_close, NULL) == 0, "pthread_create");
+	tbg_connecter_start(&t, port, "tbr-close");
 	TBR_CHECK(tbr_mark_wait(mark, 5000), "thread T never closed its slot (connect: %s)",
-		  tbt_errno_name(t_err));
+		  tbt_errno_name(t.err));
 	TBR_CHECK(pipe(up) == 0 && pipe(down) == 0, "pipe: %s", strerror(errno));
 	pid = fork();
 	TBR_CHECK(pid >= 0, "fork: %s", strerror(errno));
@@ -105,7 +88,7 @@ int main(int argc, char **argv)
 	close(up[1]);
 	close(down[0]);
 	TBR_CHECK(read(up[0], &c, 1) == 1, "the child never said it was ready");
-	pthread_join(t, NULL); /* T's close is done: no connection is open anywhere */
+	pthread_join(t.t, NULL); /* T's close is done: no connection is open anywhere */
 	fd = tbg_connect(port, &err, &ms);
 	close(down[1]); /* the worker may go */
 	TBR_CHECK(tbg_wait(pid) == 0, "the child failed");
