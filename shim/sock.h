@@ -452,4 +452,9 @@ bool tb_sock_take_if_stale(struct tb_sock *s, uint32_t gen, int fd);
  * s: false, and nothing taken. */
 bool tb_sock_check_slot(struct tb_sock *s, uint32_t gen, int fd, bool *taken);
 
+/* Whether fd names s now: s still at generation gen, fd a socket with s's inode (one
+ * fstat). Outside `busy` the answer may be stale at once: for a look that changes nothing
+ * (a vfork child's), or the test under `busy` of the two above. */
+bool tb_sock_names(struct tb_sock *s, uint32_t gen, int fd);
+
 #endif

@@ -67,15 +67,20 @@ static bool slot_is(int fd, struct tb_sock *s)
 
 /* Under `busy`: does fd still name this very socket (generation and inode)? Guards
  * against an fd number closed behind our back (fclose, a raw syscall) and reused. */
-static bool fd_is_ours(struct tb_sock *s, uint32_t gen, int fd)
+bool tb_sock_names(struct tb_sock *s, uint32_t gen, int fd)
 {
 	struct stat st;
 
-	if (!slot_is(fd, s) || TB_ST_GEN(tb_sock_word(s)) != gen)
+	if (TB_ST_GEN(tb_sock_word(s)) != gen)
 		return false;
 	if (tb_fstat_raw(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
 		return false;
 	return (uint64_t)st.st_ino == atomic_load_explicit(&s->ino, memory_order_relaxed);
+}
+
+static bool fd_is_ours(struct tb_sock *s, uint32_t gen, int fd)
+{
+	return slot_is(fd, s) && tb_sock_names(s, gen, fd);
 }
 
 /*

@@ -3,14 +3,11 @@
 #include "stale.h"
 
 #include <errno.h>
-#include <sys/stat.h>
 
-#include "clock.h"
 #include "fdtable.h"
 #include "gate.h"
 #include "sock.h"
 #include "thread.h"
-#include "real.h"
 
 void tb_stale_drop(int fd, struct tb_sock *s, uint32_t gen)
 {
@@ -21,7 +18,6 @@ void tb_stale_drop(int fd, struct tb_sock *s, uint32_t gen)
 bool tb_stale_check_gen(int fd, struct tb_sock *s, uint32_t gen)
 {
 	int saved = errno;
-	struct stat st;
 	bool ours, taken = false;
 
 	/* Under `busy` with the generation (tb_sock_check_slot): an inode looked at, then a
@@ -31,9 +27,7 @@ bool tb_stale_check_gen(int fd, struct tb_sock *s, uint32_t gen)
 	if (!tb_foreign_process())
 		ours = tb_sock_check_slot(s, gen, fd, &taken);
 	else
-		ours = TB_ST_GEN(tb_sock_word(s)) == gen && tb_fstat_raw(fd, &st) == 0 &&
-		       S_ISSOCK(st.st_mode) &&
-		       (uint64_t)st.st_ino == atomic_load_explicit(&s->ino, memory_order_relaxed);
+		ours = tb_sock_names(s, gen, fd);
 	if (taken)
 		tb_sock_unref(s);
 	errno = saved;
