@@ -747,15 +747,22 @@ static bool named_by_fd(struct tb_sock *s)
 	return false;
 }
 
-/* A socket holds its slot in the child only while an fd names it: one whose last close was
- * under way in another thread at the fork (its fd taken from the table, the slot not yet
- * given back) has nobody left in the child to give it back (regress/gate_fork_closing). */
+/* A socket holds its slot in the child only while an fd names it. One whose last close was
+ * under way at the fork (its fd taken from the table, the slot not yet given back) is not
+ * counted, and gives nothing back: in another thread, nobody is left in the child to give
+ * it back (regress/gate_fork_closing); in the forking thread - a handler that interrupted
+ * its close - the close goes on in the child, and must not give back a slot the child's
+ * gate never counted (regress/gate_fork_in_close_handler). No other thread runs here. */
 static void count_slot(struct tb_sock *s)
 {
 	struct tb_sock_rare *r;
 
-	if (!atomic_load_explicit(&s->has_slot, memory_order_relaxed) || !named_by_fd(s))
+	if (!atomic_load_explicit(&s->has_slot, memory_order_relaxed))
 		return;
+	if (!named_by_fd(s)) {
+		atomic_store_explicit(&s->has_slot, false, memory_order_relaxed);
+		return;
+	}
 	r = tb_sock_rare(s);
 	tb_gates_fork_held(atomic_load_explicit(&r->gate, memory_order_relaxed), r->slot_fd);
 }

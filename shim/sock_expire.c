@@ -65,8 +65,9 @@ static bool slot_is(int fd, struct tb_sock *s)
 	       atomic_load(&tb_fdtab[fd]) == s;
 }
 
-/* Under `busy`: does fd still name this very socket (generation and inode)? Guards
- * against an fd number closed behind our back (fclose, a raw syscall) and reused. */
+/* Does fd still name this very socket (generation and inode)? Guards against an fd number
+ * closed behind our back (fclose, a raw syscall) and reused. Under `busy` but for a vfork
+ * child's look (sock.h). */
 bool tb_sock_names(struct tb_sock *s, uint32_t gen, int fd)
 {
 	struct stat st;
@@ -78,6 +79,7 @@ bool tb_sock_names(struct tb_sock *s, uint32_t gen, int fd)
 	return (uint64_t)st.st_ino == atomic_load_explicit(&s->ino, memory_order_relaxed);
 }
 
+/* Under `busy`: fd's slot still points at s, and fd names it. */
 static bool fd_is_ours(struct tb_sock *s, uint32_t gen, int fd)
 {
 	return slot_is(fd, s) && tb_sock_names(s, gen, fd);
