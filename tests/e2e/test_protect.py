@@ -20,7 +20,7 @@ ALONE = {"test_adaptive_gate_settles_near_the_downstreams_concurrency",
          "test_adaptive_gate_does_not_throttle_a_healthy_downstream"}
 TIMEOUT = {"test_storm_three_columns": 90, "test_retry_budget_caps_the_load": 60,
            "test_adaptive_gate_settles_near_the_downstreams_concurrency": 90,
-           "test_adaptive_gate_does_not_throttle_a_healthy_downstream": 70,
+           "test_adaptive_gate_does_not_throttle_a_healthy_downstream": 150,
            "test_breaker_stays_closed_on_occasional_failures": 40}
 
 
@@ -195,27 +195,53 @@ def test_adaptive_gate_settles_near_the_downstreams_concurrency():
     assert 0 < auto["xp99_ms"] < 0.8 * others, (auto["xp99_ms"], others)
 
 
+HEALTHY_DELAY_MS = 20
+# A machine short of CPU makes the exchanges slower as more of them run at once, whichever
+# side waits for the CPU: the downstream is then not healthy in the controller's sense, and
+# throttling it is the controller's design (breaker.md). Without a gate, 50 exchanges with a
+# 20 ms downstream take p99 ~22 ms on an idle machine; past 1.5 x the delay they have queued.
+HEALTHY_XP99_MAX = 1.5 * HEALTHY_DELAY_MS
+HEALTHY_ATTEMPTS = 3
+
+
 def test_adaptive_gate_does_not_throttle_a_healthy_downstream():
     # Its latency does not grow with concurrency: the callers need all 50 in flight. The
     # limit starts at 20 and grows window by window; the figures are the steady state's,
-    # after 3 s, and the timeline shows the climb.
-    server = ["--delay-ms", 20]
-    columns = [(name, storm.closed_loop(server, env, secs=6, warmup_ms=3000))
-               for name, env in (storm.ADAPTIVE_COLUMNS[0], storm.ADAPTIVE_COLUMNS[2])]
-    storm.print_closed_loop("adaptive gate: %d closed-loop callers, a healthy downstream "
-                            "(20 ms, any number at once)" % storm.ADAPTIVE_THREADS, columns)
-    for name, c in columns:
-        print("  %-16s calls per second: %s" % (name, " ".join(
-            str(ok) for _, ok, _, _ in c["run"].timeline)))
-    free, auto = columns[0][1], columns[1][1]
-    assert free["run"].returncode == 0 and free["failed"] == 0, free["run"]
-    assert free["inflight"]["p50"] >= 0.8 * storm.ADAPTIVE_THREADS, free["inflight"]
+    # after 3 s, and the timeline shows the climb. The column without a gate runs before
+    # and after the auto one: both show that the machine kept the downstream healthy while
+    # the auto column ran, else the three are measured again.
+    server = ["--delay-ms", HEALTHY_DELAY_MS]
+    free_env, auto_env = storm.ADAPTIVE_COLUMNS[0], storm.ADAPTIVE_COLUMNS[2]
+    for attempt in range(1, HEALTHY_ATTEMPTS + 1):
+        columns = [(name, storm.closed_loop(server, env, secs=6, warmup_ms=3000))
+                   for name, env in (free_env, auto_env, free_env)]
+        storm.print_closed_loop("adaptive gate: %d closed-loop callers, a healthy downstream "
+                                "(%d ms, any number at once), attempt %d"
+                                % (storm.ADAPTIVE_THREADS, HEALTHY_DELAY_MS, attempt), columns)
+        for name, c in columns:
+            print("  %-16s calls per second: %s" % (name, " ".join(
+                str(ok) for _, ok, _, _ in c["run"].timeline)))
+        free, auto, free_after = (c for _, c in columns)
+        for c in (free, free_after):
+            assert c["run"].returncode == 0 and c["failed"] == 0, c["run"]
+            assert c["inflight"]["p50"] >= 0.8 * storm.ADAPTIVE_THREADS, c["inflight"]
+        queued = [c["xp99_ms"] for c in (free, free_after) if c["xp99_ms"] > HEALTHY_XP99_MAX]
+        if not queued:
+            break
+        print("  the machine was short of CPU: without a gate the exchanges took p99 %s ms "
+              "(> %.0f ms)" % (" and ".join("%.1f" % q for q in queued), HEALTHY_XP99_MAX))
+    else:
+        lib.skip("the machine was short of CPU in each of %d attempts: 50 exchanges with a "
+                 "%d ms downstream took p99 above %.0f ms without a gate, so the downstream "
+                 "was not healthy while measured" % (HEALTHY_ATTEMPTS, HEALTHY_DELAY_MS,
+                                                      HEALTHY_XP99_MAX))
     require_runtime(auto["run"], "max_conns auto")
     assert auto["failed"] == 0, auto["run"]
-    assert auto["rps"] >= 0.9 * free["rps"] or \
+    rps = min(free["rps"], free_after["rps"])
+    assert auto["rps"] >= 0.9 * rps or \
         auto["inflight"]["p50"] >= storm.ADAPTIVE_THREADS - 2, \
         "auto throttled a healthy downstream: %.0f calls/s against %.0f without a gate, " \
-        "in flight %r" % (auto["rps"], free["rps"], auto["inflight"])
+        "in flight %r" % (auto["rps"], rps, auto["inflight"])
 
 
 # ---- 4. a healthy downstream never opens the breaker ----------------------------------------
