@@ -208,8 +208,8 @@ def test_adaptive_gate_does_not_throttle_a_healthy_downstream():
     # Its latency does not grow with concurrency: the callers need all 50 in flight. The
     # limit starts at 20 and grows window by window; the figures are the steady state's,
     # after 3 s, and the timeline shows the climb. The column without a gate runs before
-    # and after the auto one: both show that the machine kept the downstream healthy while
-    # the auto column ran, else the three are measured again.
+    # and after the auto one: a limit held low while either shows the machine short of CPU
+    # answered a queue that was there, and the three are measured again.
     server = ["--delay-ms", HEALTHY_DELAY_MS]
     free_env, auto_env = storm.ADAPTIVE_COLUMNS[0], storm.ADAPTIVE_COLUMNS[2]
     for attempt in range(1, HEALTHY_ATTEMPTS + 1):
@@ -225,23 +225,21 @@ def test_adaptive_gate_does_not_throttle_a_healthy_downstream():
         for c in (free, free_after):
             assert c["run"].returncode == 0 and c["failed"] == 0, c["run"]
             assert c["inflight"]["p50"] >= 0.8 * storm.ADAPTIVE_THREADS, c["inflight"]
+        require_runtime(auto["run"], "max_conns auto")
+        assert auto["failed"] == 0, auto["run"]
+        rps = min(free["rps"], free_after["rps"])
+        if auto["rps"] >= 0.9 * rps or auto["inflight"]["p50"] >= storm.ADAPTIVE_THREADS - 2:
+            return
         queued = [c["xp99_ms"] for c in (free, free_after) if c["xp99_ms"] > HEALTHY_XP99_MAX]
-        if not queued:
-            break
-        print("  the machine was short of CPU: without a gate the exchanges took p99 %s ms "
-              "(> %.0f ms)" % (" and ".join("%.1f" % q for q in queued), HEALTHY_XP99_MAX))
-    else:
-        lib.skip("the machine was short of CPU in each of %d attempts: 50 exchanges with a "
-                 "%d ms downstream took p99 above %.0f ms without a gate, so the downstream "
-                 "was not healthy while measured" % (HEALTHY_ATTEMPTS, HEALTHY_DELAY_MS,
-                                                      HEALTHY_XP99_MAX))
-    require_runtime(auto["run"], "max_conns auto")
-    assert auto["failed"] == 0, auto["run"]
-    rps = min(free["rps"], free_after["rps"])
-    assert auto["rps"] >= 0.9 * rps or \
-        auto["inflight"]["p50"] >= storm.ADAPTIVE_THREADS - 2, \
-        "auto throttled a healthy downstream: %.0f calls/s against %.0f without a gate, " \
-        "in flight %r" % (auto["rps"], rps, auto["inflight"])
+        assert queued, "auto throttled a healthy downstream: %.0f calls/s against %.0f " \
+            "without a gate, in flight %r" % (auto["rps"], rps, auto["inflight"])
+        print("  auto held the limit low while the machine was short of CPU: without a gate "
+              "the exchanges took p99 %s ms (> %.0f ms)"
+              % (" and ".join("%.1f" % q for q in queued), HEALTHY_XP99_MAX))
+    lib.skip("the machine was short of CPU in each of %d attempts that auto throttled: 50 "
+             "exchanges with a %d ms downstream took p99 above %.0f ms without a gate, so "
+             "the downstream was not healthy while measured"
+             % (HEALTHY_ATTEMPTS, HEALTHY_DELAY_MS, HEALTHY_XP99_MAX))
 
 
 # ---- 4. a healthy downstream never opens the breaker ----------------------------------------
