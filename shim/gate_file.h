@@ -10,6 +10,11 @@
 #define TB_GATE_PAGE 4096        /* the mapped page: futex word, hints, counters */
 #define TB_GATE_USE_BYTE 0       /* every process using the file holds a read lock here */
 #define TB_GATE_SLOT_BASE 4096   /* byte TB_GATE_SLOT_BASE + i is slot i */
+/* The waiters: each caller waiting at the gate holds a write lock on one byte of
+ * [TB_GATE_WAIT_BASE, TB_GATE_WAIT_BASE + TB_GATE_WAIT_LEN) while it waits, so that the
+ * count of waiters is the count of those locks, and a waiter that dies leaves none. */
+#define TB_GATE_WAIT_BASE ((off_t)1 << 30)
+#define TB_GATE_WAIT_LEN ((off_t)1 << 20)
 
 /*
  * A new open file description of the gate file `name` in the gate directory, created

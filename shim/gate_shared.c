@@ -38,7 +38,7 @@
 struct shm_page {
 	atomic_uint seq;     /* futex word: bumped by every release */
 	atomic_uint hint;    /* the slot to try first */
-	atomic_int pending;  /* callers waiting (a count, repaired by probing: see counts) */
+	atomic_int unused;   /* was a count of the waiters, now their locks (waiters_of) */
 	atomic_ulong acquired, timed_out, rejected;
 };
 
@@ -106,6 +106,66 @@ static int held_slots(int fd, int max)
 			n++;
 	}
 	return n;
+}
+
+/* Waiters' locks held in [from, to) of fd's file by other descriptions. GETLK names one
+ * conflicting lock, not the lowest: each one found splits the range in two, the smaller
+ * part counted by recursion (so at most log2 of the range deep), the larger by the loop. */
+static long waiters_in(int fd, off_t from, off_t to)
+{
+	long n = 0;
+
+	while (from < to) {
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = from,
+				    .l_len = to - from };
+		off_t at;
+
+		if (tb_real.fcntl(fd, F_OFD_GETLK, &fl) != 0 || fl.l_type == F_UNLCK)
+			break;
+		n++;
+		at = fl.l_start < from ? from : fl.l_start >= to ? to - 1 : fl.l_start;
+		if (at - from < to - (at + 1)) {
+			n += waiters_in(fd, from, at);
+			from = at + 1;
+		} else {
+			n += waiters_in(fd, at + 1, to);
+			to = at;
+		}
+	}
+	return n;
+}
+
+static long waiters_of(int fd)
+{
+	return waiters_in(fd, TB_GATE_WAIT_BASE, TB_GATE_WAIT_BASE + TB_GATE_WAIT_LEN);
+}
+
+/* A waiter's byte, locked on fd (the waiter's own description) from a start spread over
+ * the range; false when 64 in a row are taken (the waiter is then not counted). */
+static bool take_waiter_byte(int fd)
+{
+	static atomic_uint turn;
+	unsigned start = (unsigned)((uint64_t)tb_now() ^ atomic_fetch_add(&turn, 1)) *
+			 2654435761u % (unsigned)TB_GATE_WAIT_LEN;
+
+	for (unsigned k = 0; k < 64; k++) {
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+				    .l_start = TB_GATE_WAIT_BASE +
+					       (start + k) % (unsigned)TB_GATE_WAIT_LEN,
+				    .l_len = 1 };
+
+		if (tb_real.fcntl(fd, F_OFD_SETLK, &fl) == 0)
+			return true;
+	}
+	return false;
+}
+
+static void leave_waiter_byte(int fd)
+{
+	struct flock fl = { .l_type = F_UNLCK, .l_whence = SEEK_SET,
+			    .l_start = TB_GATE_WAIT_BASE, .l_len = TB_GATE_WAIT_LEN };
+
+	tb_real.fcntl(fd, F_OFD_SETLK, &fl);
 }
 
 /* A lock waited for 100 ms at most (see remove_unused). */
@@ -350,7 +410,7 @@ int tb_shared_gate_acquire(struct tb_shared_gate *g, const struct tb_settings *s
 	struct shm_page *page;
 	struct tb_expiry bound;
 	int64_t begin, now;
-	bool seated = false;
+	bool seated = false, counted;
 	char why[400];
 
 	lfd = open_current(g, why, sizeof(why));
@@ -377,7 +437,7 @@ int tb_shared_gate_acquire(struct tb_shared_gate *g, const struct tb_settings *s
 		}
 		seated = true;
 	}
-	atomic_fetch_add(&page->pending, 1);
+	counted = take_waiter_byte(lfd);
 	begin = tb_now();
 	bound = tb_gate_wait_bound(begin, set->acquire_ns, call_deadline);
 	for (;;) {
@@ -389,9 +449,8 @@ int tb_shared_gate_acquire(struct tb_shared_gate *g, const struct tb_settings *s
 			break;
 		now = tb_now();
 		if (now >= bound.at) {
-			atomic_fetch_sub(&page->pending, 1);
 			atomic_fetch_add(&page->timed_out, 1);
-			tb_gate_file_close(lfd);
+			tb_gate_file_close(lfd); /* drops the waiter's byte and seat with it */
 			*phase = bound.phase;
 			return tb_gate_timed_out(&g->dest, fd, set, bound.phase, begin, call_start,
 						 call_deadline);
@@ -400,13 +459,13 @@ int tb_shared_gate_acquire(struct tb_shared_gate *g, const struct tb_settings *s
 		 * slot without bumping anything. */
 		until = now + POLL_NS < bound.at ? now + POLL_NS : bound.at;
 		if (tb_futex_wait_until(&cur->seq, seq, until, true) == EINTR) {
-			atomic_fetch_sub(&page->pending, 1);
-			tb_gate_file_close(lfd); /* drops the seat with the description */
+			tb_gate_file_close(lfd); /* drops the waiter's byte and seat with it */
 			errno = EINTR;
 			return -1;
 		}
 	}
-	atomic_fetch_sub(&page->pending, 1);
+	if (counted)
+		leave_waiter_byte(lfd);
 	if (seated)
 		leave_seat(g, lfd);
 took:
@@ -436,7 +495,7 @@ void tb_shared_gate_counts(struct tb_shared_gate *g, long *leased, long *pending
 	if (g->old_fd >= 0)
 		*leased += held_slots(g->old_fd, g->max);
 	pthread_mutex_unlock(&g->lock);
-	*pending = atomic_load(&atomic_load(&g->page)->pending);
+	*pending = waiters_of(g->fd);
 }
 
 void tb_shared_gate_stats(struct tb_shared_gate *g, unsigned long *acquired,
