@@ -291,6 +291,17 @@ void tb_epset_drop(int epfd)
 		unref(s); /* the table's */
 }
 
+void tb_epset_drop_range(unsigned lo, unsigned hi)
+{
+	int top = atomic_load(&ep_hiwater);
+
+	if (top < 0 || atomic_load_explicit(&tb_eptab, memory_order_acquire) == NULL)
+		return;
+	for (unsigned fd = lo; fd <= hi && fd <= (unsigned)top; fd++)
+		if (tb_epset_known((int)fd))
+			tb_epset_drop((int)fd);
+}
+
 /* An array's size, read once per walk (an atomic: epoll_set.h). */
 static uint32_t cap_of(const struct tb_epset_arr *a)
 {

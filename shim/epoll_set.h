@@ -107,6 +107,9 @@ struct tb_epset *tb_epset_get_or_make(int epfd);
  * released (it belonged to an instance closed unseen). */
 void tb_epset_drop(int epfd);
 
+/* tb_epset_drop for every number in [lo, hi] that has an instance: a close_range. */
+void tb_epset_drop_range(unsigned lo, unsigned hi);
+
 /* True when epfd has an instance: for close(), one load when none was ever made. */
 extern _Atomic(struct tb_epset *) *tb_eptab;
 extern atomic_int tb_ep_cap;

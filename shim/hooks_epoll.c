@@ -411,18 +411,28 @@ static TB_SLOW void ctl_governed(int epfd, int op, int fd, const struct epoll_ev
 	 * ae) paid four system calls per request for it (tests/regress/epoll_del_add_getpid.c). */
 	if (tb_epset_init(atomic_load(&tb_fd_cap)) != 0)
 		goto out;
+	set = tb_epset_get(epfd);
+	/* A DEL or MOD through a number with no record is made through a copy of an
+	 * instance's fd (dup) or on a registration made before the socket was governed: the
+	 * instance it changes may be one recorded under another number, whose record would
+	 * keep marking what the kernel no longer watches (regress/epoll_del_through_dup).
+	 * fd's registrations are forgotten everywhere: unmarked, never wrongly cut. */
+	if (set == NULL && op != EPOLL_CTL_ADD)
+		tb_epset_forget_fd(fd);
 	if (op == EPOLL_CTL_DEL) {
-		if ((set = tb_epset_get(epfd)) != NULL) {
+		if (set != NULL) {
 			tb_epset_del(set, fd);
 			tb_epset_put_ref(set);
 		}
 		goto out;
 	}
-	if (ev == NULL)
+	if (ev == NULL) {
+		tb_epset_put_ref(set);
 		goto out;
+	}
 	tb_thread_mark_multiplexed(); /* an event loop: its sockets carry their own calls */
 	tag = sock_tag(s, tb_sock_word(s));
-	if ((set = tb_epset_get_or_make(epfd)) == NULL)
+	if (set == NULL && (set = tb_epset_get_or_make(epfd)) == NULL)
 		goto out;
 	tb_epset_put(set, fd, ev->events, tag, ev->data.u64);
 	tb_epset_put_ref(set);

@@ -179,6 +179,18 @@ static TB_SLOW int close_epoll(int fd)
 	return tb_real.close(fd);
 }
 
+/* A new number the kernel handed out (dup, F_DUPFD) still has an epoll instance's record:
+ * that instance was closed unseen (a raw close system call), and the number now names
+ * another file, whose registrations, if it is an epoll fd, are not known. */
+static TB_SLOW void forget_instance(int fd)
+{
+	int saved = errno;
+
+	if (!tb_foreign_process())
+		tb_epset_drop(fd);
+	errno = saved;
+}
+
 /* Ours: the program never opened it, so pretend it is gone. A vfork child closes its own
  * copy (the parent's stays open, and so does a shared gate's lock on it). */
 static TB_SLOW int close_internal(int fd)
@@ -277,6 +289,12 @@ static int close_range_own(unsigned first, unsigned last, int flags)
 
 	if (TB_UNLIKELY(tb_pin_enabled()) && !(flags & CLOSE_RANGE_UNSHARE))
 		tb_pin_forget_range(first, last);
+	/* The epoll instances it closes: their records go, as at close (close_epoll), else a
+	 * number reused by a copy of another instance (dup) inherited the old registrations
+	 * and its waits marked sockets the kernel no longer watched for it
+	 * (regress/epoll_close_range_record). */
+	if (!(flags & CLOSE_RANGE_UNSHARE))
+		tb_epset_drop_range(first, last);
 	for (unsigned fd = first; ihi >= 0 && fd <= last && fd <= (unsigned)ihi; fd++) {
 		if (!tb_fd_is_internal((int)fd))
 			continue;
@@ -367,6 +385,8 @@ TB_EXPORT int dup(int fd)
 	struct tb_sock *held = hold(fd);
 	int nfd = follow_inbound(fd, tb_real.dup(fd));
 
+	if (TB_UNLIKELY(nfd >= 0 && tb_epset_known(nfd)))
+		forget_instance(nfd);
 	if (nfd >= 0 &&
 	    TB_UNLIKELY(held != NULL || tb_fd_sock(fd) != NULL || tb_fd_sock(nfd) != NULL))
 		duplicate(fd, nfd, held);
@@ -440,6 +460,8 @@ static TB_SLOW int fcntl_dup(int (*real)(int, int, ...), int fd, int cmd, void *
 	struct tb_sock *held = hold(fd);
 	int r = follow_inbound(fd, real(fd, cmd, arg));
 
+	if (TB_UNLIKELY(r >= 0 && tb_epset_known(r)))
+		forget_instance(r);
 	if (r >= 0 && (held != NULL || tb_fd_sock(fd) != NULL || tb_fd_sock(r) != NULL))
 		duplicate(fd, r, held);
 	else
