@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "hooks.h"
+#include "resolve.h"
 #include "sock.h"
 #include "waits.h"
 
@@ -91,7 +92,7 @@ __attribute__((constructor)) static void bind_jumps(void)
 		bind_jump(i);
 }
 
-/* Ends the thread's recorded waits, then jumps. Never returns; aborts only when no libc
+/* Ends the thread's recorded waits and gives up a lookup it waited for, then jumps. Never returns; aborts only when no libc
  * function of that name exists at all, which a program that called it cannot meet. */
 static __attribute__((noreturn)) void jump(int i, struct __jmp_buf_tag *env, int val)
 {
@@ -99,6 +100,7 @@ static __attribute__((noreturn)) void jump(int i, struct __jmp_buf_tag *env, int
 
 	tb_waits_abandon();
 	tb_sock_busy_abandon();
+	tb_resolve_pool_jumped();
 	if (TB_UNLIKELY(f == NULL)) {
 		bind_jump(i);
 		f = atomic_load_explicit(&jumps[i], memory_order_relaxed);

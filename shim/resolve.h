@@ -160,4 +160,8 @@ void tb_lookup_cut(const struct tb_lookup *lk);
 void tb_resolve_fork_child(void);
 void tb_resolve_pool_fork_child(void);
 
+/* A jump (longjmp, siglongjmp) leaves the thread's frames: a lookup it waited for, if any,
+ * is given up, as at its expiry (resolve_pool.c). From hooks_jump.c. */
+void tb_resolve_pool_jumped(void);
+
 #endif

@@ -5,12 +5,14 @@
 #include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
+#include "futex.h"
 #include "libc_compat.h"
 #include "log.h"
 #include "resolve.h"
@@ -22,9 +24,18 @@
  * knobs (_res.retrans, options timeout:) count whole seconds. getaddrinfo_a runs the same
  * lookup on glibc's helper threads, but gai_cancel cannot stop one under way, its queue
  * keeps every abandoned request until it has run, and it covers getaddrinfo only. So the
- * caller hands the lookup to a thread here and waits on a condition variable with the
- * lookup's deadline; when that passes it returns EAI_AGAIN and leaves the lookup to finish
- * (the resolver's own timeouts end it), after which the thread frees the result.
+ * caller hands the lookup to a thread here and waits for it with the lookup's deadline;
+ * when that passes it returns EAI_AGAIN and leaves the lookup to finish (the resolver's own
+ * timeouts end it), after which the thread frees the result.
+ *
+ * The caller waits on a futex word of the request, holding no lock and no condition
+ * variable: a signal handler may leave the lookup with siglongjmp (the alarm() timeout
+ * idiom of old programs), and a jump out of pthread_cond_timedwait left the pool's lock
+ * taken back by the condition variable's cleanup - every later lookup of the process hung -
+ * and a cancellation buffer registered on the abandoned stack, which a later pthread_exit
+ * of the thread unwound into (regress/resolve_jump_out). The request waited on is the
+ * thread's value of a key: the jump (hooks_jump.c) and the thread's exit (a cancellation
+ * in the wait, a pthread_exit from a handler) give it up from there.
  *
  * Bounds: at most POOL_MAX threads; one that has been idle IDLE_NS exits. A lookup still
  * queued when its caller gives up is removed unsent. So a dead resolver costs at most
@@ -48,7 +59,8 @@ enum state { QUEUED, RUNNING, DONE };
 
 struct req {
 	struct req *next;
-	pthread_cond_t done;
+	atomic_uint done;     /* 1 once DONE: the caller's futex word */
+	int cancel_type;      /* the caller's, while its wait runs asynchronously cancellable */
 	enum state state;
 	bool abandoned;
 	enum kind kind;
@@ -81,6 +93,9 @@ static struct {
 } pool = { .lock = PTHREAD_MUTEX_INITIALIZER };
 static pthread_condattr_t mono;
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+/* The request the thread waits for, while it waits (see the top). */
+static pthread_key_t waiting_key;
+static atomic_bool have_waiting_key;
 _Thread_local bool tb_resolver_thread __attribute__((tls_model("initial-exec")));
 static bool pool_ready;
 
@@ -113,13 +128,15 @@ static void free_req(struct req *r)
 		return;
 	if (r->res != NULL)
 		freeaddrinfo(r->res);
-	pthread_cond_destroy(&r->done);
 	free(r->mem);
 	free(r);
 }
 
+static void waiting_gone(void *r);
+
 static void pool_init(void)
 {
+	atomic_store(&have_waiting_key, pthread_key_create(&waiting_key, waiting_gone) == 0);
 	pthread_condattr_init(&mono);
 	pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
 	pthread_cond_init(&pool.work, &mono);
@@ -176,7 +193,6 @@ static struct req *new_req(enum kind kind, const char *node, const char *service
 		r->buf = r->mem + (want + BUF_ALIGN - have) % BUF_ALIGN;
 		r->buflen = buflen;
 	}
-	pthread_cond_init(&r->done, &mono);
 	return r;
 }
 
@@ -291,7 +307,8 @@ static void *resolver_thread(void *arg)
 			pthread_mutex_lock(&pool.lock);
 		} else {
 			r->state = DONE;
-			pthread_cond_signal(&r->done);
+			atomic_store(&r->done, 1);
+			tb_futex_wake_all(&r->done, false);
 		}
 	}
 }
@@ -347,12 +364,24 @@ static void abandon_locked(struct req *r)
 	}
 }
 
-/* A caller cancelled while it waits (pthread_cond_timedwait is a cancellation point, as is
- * getaddrinfo): the cleanup runs with the lock taken back. */
-static void abandon_on_cancel(void *arg)
+/* The thread exits while it waits (cancelled there, or a handler's pthread_exit): the
+ * lookup is given up, as when its expiry passes. */
+static void waiting_gone(void *r)
 {
-	abandon_locked(arg);
+	pthread_mutex_lock(&pool.lock);
+	abandon_locked(r);
 	pthread_mutex_unlock(&pool.lock);
+}
+
+void tb_resolve_pool_jumped(void)
+{
+	struct req *r;
+
+	if (!atomic_load(&have_waiting_key) || (r = pthread_getspecific(waiting_key)) == NULL)
+		return;
+	pthread_setspecific(waiting_key, NULL);
+	pthread_setcanceltype(r->cancel_type, NULL);
+	waiting_gone(r);
 }
 
 enum wait_result { W_DONE, W_EXPIRED, W_NO_THREAD };
@@ -361,13 +390,18 @@ enum wait_result { W_DONE, W_EXPIRED, W_NO_THREAD };
  * Queues r and waits for it until lk->expiry. W_DONE: r holds the result and is the
  * caller's. W_EXPIRED: r is no longer the caller's. W_NO_THREAD: no resolver thread could be
  * started; r is the caller's, unrun (the caller runs the lookup itself, unbounded).
+ * Signals are held while the pool's lock is: a handler that jumps away (see the top) can
+ * only do it in the wait, where the thread holds nothing. The wait is a cancellation point,
+ * as getaddrinfo's own poll is: asynchronously cancellable around the futex alone.
  */
 static enum wait_result submit(struct req *r, const struct tb_lookup *lk)
 {
-	struct timespec until = at(lk->expiry);
 	enum wait_result w;
+	sigset_t all, old;
 
 	pthread_once(&pool_once, pool_init);
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
 	pthread_mutex_lock(&pool.lock);
 	r->state = QUEUED;
 	if (pool.tail != NULL)
@@ -380,17 +414,28 @@ static enum wait_result submit(struct req *r, const struct tb_lookup *lk)
 	if (pool.threads == 0) {
 		unlink_locked(r);
 		pthread_mutex_unlock(&pool.lock);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		return W_NO_THREAD;
 	}
 	pthread_cond_signal(&pool.work);
-	pthread_cleanup_push(abandon_on_cancel, r);
-	while (r->state != DONE && tb_now() < lk->expiry)
-		pthread_cond_timedwait(&r->done, &pool.lock, &until);
-	pthread_cleanup_pop(0);
+	pthread_mutex_unlock(&pool.lock);
+	if (atomic_load_explicit(&have_waiting_key, memory_order_relaxed))
+		pthread_setspecific(waiting_key, r);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	while (atomic_load(&r->done) == 0 && tb_now() < lk->expiry) {
+		pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &r->cancel_type);
+		tb_futex_wait_until(&r->done, 0, lk->expiry, false);
+		pthread_setcanceltype(r->cancel_type, NULL);
+	}
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	if (atomic_load_explicit(&have_waiting_key, memory_order_relaxed))
+		pthread_setspecific(waiting_key, NULL);
+	pthread_mutex_lock(&pool.lock);
 	w = r->state == DONE ? W_DONE : W_EXPIRED;
 	if (w == W_EXPIRED)
 		abandon_locked(r);
 	pthread_mutex_unlock(&pool.lock);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return w;
 }
 

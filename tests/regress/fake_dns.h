@@ -25,7 +25,7 @@ static inline in_addr_t tbr_fake_addr(const char *name)
 	return htonl((10u << 24) | (unsigned char)name[0]);
 }
 
-static int tbr_fake_dns_delay_ms;
+static atomic_int tbr_fake_dns_delay_ms; /* read by the resolver thread at each query */
 
 static inline void *tbr_fake_dns_main(void *arg)
 {
