@@ -341,7 +341,8 @@ conformance-short: all
 MUSL_CLIENTS := $(addprefix build/musl/tests/e2e/clients/,blockcli evcli stdiocli gaicli gnicli ghbacli)
 # Regression programs of defects only the musl build had, built with musl-gcc; test_musl.py
 # runs them under it.
-MUSL_CLIENTS += $(addprefix build/musl/tests/regress/,stdio_memory_errno inbound_stdio_keepalive)
+MUSL_CLIENTS += $(addprefix build/musl/tests/regress/,stdio_memory_errno inbound_stdio_keepalive \
+			musl_msghdr_padding)
 ifneq ($(MUSL),)
 musl-clients: $(MUSL_CLIENTS)
 else

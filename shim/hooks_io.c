@@ -425,6 +425,15 @@ static TB_SLOW ssize_t governed_sendmsg_try(struct tb_sock *s, int fd, const str
 	x.sigpipe = own_flags < 0 || !(own_flags & MSG_NOSIGNAL);
 	x.peek = false;
 	tb_xfer_data(&x, NULL, msg->msg_iov, (size_t)msg->msg_iovlen);
+	/* A writev of no bytes returns 0 natively before the socket is asked (the kernel's
+	 * vfs_writev); as a sendmsg it met the socket's state: EPIPE and SIGPIPE after a
+	 * shutdown, a peer's reset (regress/writev_nothing). The kernel has read the pieces
+	 * by now (a bad one is EFAULT), so their lengths can be summed. The reset's pending
+	 * error is taken by the sendmsg all the same (docs/limitations.md). */
+	if (TB_UNLIKELY(r < 0) && own_flags < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+	    errno != EFAULT && errno != EINVAL && errno != EMSGSIZE &&
+	    iov_total(msg->msg_iov, (size_t)msg->msg_iovlen) == 0)
+		r = 0;
 	/* The pieces' lengths are read only once the kernel has read them (it fails a bad
 	 * iovec with EFAULT before anything else): a program's bad pointer is its EFAULT. */
 	if (x.can_block && (r >= 0 || errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -458,7 +467,8 @@ static TB_SLOW ssize_t governed_writev(struct tb_sock *s, int fd, const struct i
 {
 	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
 
-	if (TB_UNLIKELY(tb_pout_wanted(s)) && prop_readable(iov, (size_t)n))
+	if (TB_UNLIKELY(tb_pout_wanted(s)) && prop_readable(iov, (size_t)n) &&
+	    iov_total(iov, (size_t)n) != 0)
 		return governed_prop(s, fd, iov, (size_t)n, -1, NULL);
 	return governed_sendmsg_try(s, fd, &m, -1);
 }
@@ -473,7 +483,7 @@ TB_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 			return tb_real.writev(fd, iov, n);
 		return inbound_writev(fd, iov, n);
 	}
-	if (n < 0 || n > IOV_MAX)
+	if (n <= 0 || n > IOV_MAX) /* none: 0 at once, the socket not asked (governed_sendmsg_try) */
 		return tb_real.writev(fd, iov, n);
 	return governed_writev(s, fd, iov, n);
 }

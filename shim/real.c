@@ -396,7 +396,12 @@ static TB_BINDER void bind_stdio(struct range self)
 
 unsigned tb_real_direct;
 
-/* The bits of tb_real_direct (real.h): each transfer that lies in libc's object. */
+/* The bits of tb_real_direct (real.h): each transfer that lies in libc's object. Not musl's
+ * recvmsg and sendmsg: on 64-bit musl, msg_iovlen and msg_controllen are 32 bits with
+ * padding beside them, which musl's functions zero in a copy of the header before the
+ * system call (the kernel reads 64 bits); a program that fills its header field by field
+ * leaves the padding as the stack had it, and the system call made with its header failed
+ * with EMSGSIZE (regress/musl_msghdr_padding). */
 static unsigned direct_bits(struct range libc)
 {
 	static const struct {
@@ -407,10 +412,14 @@ static unsigned direct_bits(struct range libc)
 		{ (void **)&tb_real.readv, TB_DIRECT_READV },
 		{ (void **)&tb_real.recv, TB_DIRECT_RECV },
 		{ (void **)&tb_real.recvfrom, TB_DIRECT_RECVFROM },
+#ifdef __GLIBC__ /* musl's own copy the header, see below */
 		{ (void **)&tb_real.recvmsg, TB_DIRECT_RECVMSG },
+#endif
 		{ (void **)&tb_real.send, TB_DIRECT_SEND },
 		{ (void **)&tb_real.sendto, TB_DIRECT_SENDTO },
+#ifdef __GLIBC__
 		{ (void **)&tb_real.sendmsg, TB_DIRECT_SENDMSG },
+#endif
 	};
 	unsigned bits = 0;
 
