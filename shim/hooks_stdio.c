@@ -475,12 +475,36 @@ TB_EXPORT int __isoc99_fscanf(FILE *f, const char *fmt, ...)
 		GOVERNED(type, TB_WR, call, ok, fail, cut);                                 \
 	} while (0)
 
-static TB_SLOW size_t governed_fwrite(struct tb_sock *s, const void *p, size_t size, size_t n,
-				      FILE *f)
+/*
+ * The locked writers' governed body (`call`, a function of its own) under the FILE's lock,
+ * taken before the wait begins: glibc's writer takes the lock first too, and a thread
+ * waiting for another's flockfile is not waiting for the peer - timed from before the
+ * lock, it was cut as a stalled upload, and the socket shut down under the lock's holder
+ * (regress/stdio_write_lock_wait). Inside, glibc's own lock is a recursive re-entry; the
+ * put area the body looks at is this thread's to look at. Released on cancellation.
+ */
+#define UNDER_LOCK(type, call)                                                              \
+	do {                                                                                \
+		type r_;                                                                    \
+		tb_file_lock(f);                                                            \
+		pthread_cleanup_push(unlock_on_cancel, f);                                  \
+		r_ = (call);                                                                \
+		pthread_cleanup_pop(0);                                                     \
+		tb_file_unlock(f);                                                          \
+		return r_;                                                                  \
+	} while (0)
+
+static size_t fwrite_body(struct tb_sock *s, const void *p, size_t size, size_t n, FILE *f)
 {
 	size_t bytes = __builtin_mul_overflow(size, n, &bytes) ? (size_t)-1 : bytes;
 
 	GOVERNED_PUT(size_t, bytes, tb_real.fwrite(p, size, n, f), r_ == n, 0, r_);
+}
+
+static TB_SLOW size_t governed_fwrite(struct tb_sock *s, const void *p, size_t size, size_t n,
+				      FILE *f)
+{
+	UNDER_LOCK(size_t, fwrite_body(s, p, size, n, f));
 }
 
 TB_EXPORT size_t fwrite(const void *p, size_t size, size_t n, FILE *f)
@@ -513,9 +537,14 @@ TB_EXPORT size_t fwrite_unlocked(const void *p, size_t size, size_t n, FILE *f)
 	return governed_fwrite_unlocked(s, p, size, n, f);
 }
 
-static TB_SLOW int governed_fputs(struct tb_sock *s, const char *str, FILE *f)
+static int fputs_body(struct tb_sock *s, const char *str, FILE *f)
 {
 	GOVERNED_PUT(int, strlen(str), tb_real.fputs(str, f), r_ != EOF, EOF, EOF);
+}
+
+static TB_SLOW int governed_fputs(struct tb_sock *s, const char *str, FILE *f)
+{
+	UNDER_LOCK(int, fputs_body(s, str, f));
 }
 
 TB_EXPORT int fputs(const char *str, FILE *f)
@@ -545,9 +574,14 @@ TB_EXPORT int fputs_unlocked(const char *str, FILE *f)
 	return governed_fputs_unlocked(s, str, f);
 }
 
-static TB_SLOW int governed_fputc(struct tb_sock *s, int c, FILE *f)
+static int fputc_body(struct tb_sock *s, int c, FILE *f)
 {
 	GOVERNED_PUT(int, 1, tb_real.fputc(c, f), r_ != EOF, EOF, EOF);
+}
+
+static TB_SLOW int governed_fputc(struct tb_sock *s, int c, FILE *f)
+{
+	UNDER_LOCK(int, fputc_body(s, c, f));
 }
 
 /* putc and _IO_putc are fputc under other names. */
@@ -612,12 +646,17 @@ TB_EXPORT int __overflow(FILE *f, int c)
 
 /* fprintf's length is known only once formatted: on a governed stream each call may flush
  * (the wait's cost, a clock read and two atomic updates, is small beside the formatting). */
-static TB_SLOW int governed_vfprintf(struct tb_sock *s, FILE *f, int flag, const char *fmt,
-				     va_list ap)
+static int vfprintf_body(struct tb_sock *s, FILE *f, int flag, const char *fmt, va_list ap)
 {
 	GOVERNED(int, TB_WR,
 		 flag < 0 ? tb_real.vfprintf(f, fmt, ap) : tb_real.__vfprintf_chk(f, flag, fmt, ap),
 		 r_ >= 0, -1, -1);
+}
+
+static TB_SLOW int governed_vfprintf(struct tb_sock *s, FILE *f, int flag, const char *fmt,
+				     va_list ap)
+{
+	UNDER_LOCK(int, vfprintf_body(s, f, flag, fmt, ap));
 }
 
 TB_EXPORT int vfprintf(FILE *f, const char *fmt, va_list ap)
@@ -673,9 +712,14 @@ TB_EXPORT int __fprintf_chk(FILE *f, int flag, const char *fmt, ...)
 		GOVERNED(int, TB_WR, call, r_ == 0, EOF, EOF);                              \
 	} while (0)
 
-static TB_SLOW int governed_fflush(struct tb_sock *s, FILE *f)
+static int fflush_body(struct tb_sock *s, FILE *f)
 {
 	GOVERNED_FLUSH(tb_real.fflush(f));
+}
+
+static TB_SLOW int governed_fflush(struct tb_sock *s, FILE *f)
+{
+	UNDER_LOCK(int, fflush_body(s, f));
 }
 
 TB_EXPORT int fflush(FILE *f)
