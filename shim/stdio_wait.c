@@ -42,27 +42,54 @@ int tb_stdio_begin(struct tb_stdio *w, struct tb_sock *s, FILE *f, enum tb_side 
 	return -1;
 }
 
+/*
+ * What a stdio call's outcome is as a transfer: the bytes moved (or 1) when it got
+ * everything; 0 when it ended at the peer's EOF; -1 when it failed. The flags tell these
+ * apart only in part: a failure sets the error flag only when it was clear (a second EPIPE,
+ * a second EAGAIN on a stream whose error the program never cleared sets nothing new), and
+ * a call can fail without touching the stream at all (fprintf's EILSEQ). So a failed write
+ * is always a failure, and a failed read is the peer's EOF only when it set the EOF flag
+ * without a new error, or met the EOF flag glibc keeps (a read at EOF returns at once).
+ */
+static ssize_t outcome(const struct tb_stdio *w, int now, bool ok)
+{
+	bool eof = (now & _IO_EOF_SEEN) && !(w->flags & _IO_EOF_SEEN);
+	bool err = (now & _IO_ERR_SEEN) && !(w->flags & _IO_ERR_SEEN);
+
+	if (ok && !eof && !err)
+		return w->moved > 0 ? (ssize_t)w->moved : 1;
+	if (w->x.side == TB_RD && !err && (now & _IO_EOF_SEEN))
+		return 0;
+	return -1;
+}
+
 bool tb_stdio_end(struct tb_stdio *w, FILE *f, bool ok)
 {
 	struct tb_sock *s = w->x.s;
-	int now = f->_flags;
-	bool eof = (now & _IO_EOF_SEEN) && !(w->flags & _IO_EOF_SEEN);
-	bool err = (now & _IO_ERR_SEEN) && !(w->flags & _IO_ERR_SEEN);
-	ssize_t r = ok && !eof && !err ? (w->moved > 0 ? (ssize_t)w->moved : 1) : err ? -1 : 0;
+	int now = f->_flags, err = errno;
+	ssize_t r = outcome(w, now, ok);
 	uint32_t word;
-
 	bool cut;
 
+	/* A failure the stream does not show (no error flag: a conversion fprintf refused) is
+	 * the call's own, not an attempt on the socket that failed: it ends the wait as an
+	 * interrupted call does, which tells the call budget nothing. */
+	if (r < 0 && !(now & _IO_ERR_SEEN))
+		errno = EINTR;
 	/* A complete result stands even if a cut came meanwhile: the next call reports it. */
 	if (tb_xfer_end(&w->x, r) >= 0 || r > 0 || s == NULL) {
 		tb_sigpipe_release(&w->pipe, s != NULL && TB_ST(tb_sock_word(s)) == TB_ST_EXPIRED);
+		if (r < 0)
+			errno = err;
 		return false;
 	}
 	word = tb_sock_word(s);
 	cut = TB_ST_GEN(word) == w->x.gen && TB_ST(word) == TB_ST_EXPIRED;
 	tb_sigpipe_release(&w->pipe, cut);
-	if (!cut)
-		return false; /* the peer's own close or error: errno as the call left it */
+	if (!cut) {
+		errno = err; /* the peer's own close or error: errno as the call left it */
+		return false;
+	}
 	mark_cut(f);
 	return true;
 }
