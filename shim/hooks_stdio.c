@@ -2,6 +2,7 @@
  * fscanf, fwrite, fputs, fprintf, fflush...): glibc moves a FILE's bytes with internal read
  * and write calls no hook can see, so a FILE over a governed socket is governed here. */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -331,35 +332,67 @@ TB_EXPORT int __uflow(FILE *f)
 }
 
 /*
- * getdelim as glibc's (libio/iogetdelim.c): *line grows by realloc as needed; -1 when
- * nothing was read before EOF or an error, else the length (a partial last line too). A
- * cut gives -1 with the error flag set.
+ * getdelim as glibc's (libio/iogetdelim.c, 2.36): -1 at once when the stream's error flag
+ * is set; a new buffer of 120 bytes by malloc when *line is NULL or *n is 0 (then *line is
+ * not the program's heap memory, never realloc'ed); each piece the buffer holds is copied
+ * with room for it and the NUL, the room at least doubled when it grows, so *n is what
+ * glibc would report. -1 when nothing was read before EOF or an error, else the length (a
+ * partial last line too). A cut gives -1 with the error flag set.
  */
 static ssize_t getdelim_locked(struct tb_sock *s, char **line, size_t *n, int delim, FILE *f)
 {
-	size_t len = 0, got;
-	enum tb_take_end end = TB_TAKE_FULL;
+	size_t len = 0;
+	int more = 1;
 
-	while (end == TB_TAKE_FULL) {
-		if (*line == NULL || *n < len + 2) {
-			size_t want = *line == NULL || *n < 120 ? 120 : *n * 2;
-			char *grown = realloc(*line, want);
-
-			if (grown == NULL) {
-				f->_flags |= _IO_ERR_SEEN;
-				errno = ENOMEM;
-				return -1;
-			}
-			*line = grown;
-			*n = want;
-		}
-		got = tb_stdio_take(s, f, *line + len, *n - len - 1, delim, &end);
-		len += got;
+	if (f->_flags & _IO_ERR_SEEN)
+		return -1;
+	if (*line == NULL || *n == 0) {
+		*n = 120;
+		*line = malloc(*n);
+		if (*line == NULL)
+			goto no_memory;
 	}
-	if (len == 0 || end == TB_TAKE_CUT)
+	for (;;) {
+		size_t k, needed;
+		char *from, *hit;
+
+		if (tb_stdio_avail(f) == 0 && (more = tb_stdio_prime(s, f)) <= 0)
+			break;
+		k = tb_stdio_avail(f);
+		from = f->_IO_read_ptr;
+		hit = memchr(from, delim, k);
+		if (hit != NULL)
+			k = (size_t)(hit - from) + 1;
+		if (k >= SSIZE_MAX - len) {
+			errno = EOVERFLOW;
+			return -1;
+		}
+		needed = len + k + 1;
+		if (needed > *n) {
+			char *grown;
+
+			if (needed < 2 * *n)
+				needed = 2 * *n;
+			grown = realloc(*line, needed);
+			if (grown == NULL)
+				goto no_memory;
+			*line = grown;
+			*n = needed;
+		}
+		memcpy(*line + len, from, k);
+		f->_IO_read_ptr += k;
+		len += k;
+		if (hit != NULL)
+			break;
+	}
+	if (len == 0 || more < 0)
 		return -1;
 	(*line)[len] = '\0';
 	return (ssize_t)len;
+no_memory:
+	f->_flags |= _IO_ERR_SEEN;
+	errno = ENOMEM;
+	return -1;
 }
 
 static TB_SLOW ssize_t governed_getdelim(struct tb_sock *s, char **line, size_t *n, int delim,
