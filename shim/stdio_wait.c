@@ -122,16 +122,17 @@ static int pull(struct tb_sock *s, FILE *f, bool *cut)
 	return c;
 }
 
-/* glibc's fread reads a large request straight into the caller's memory when the buffer
- * is empty; so do we, but through the governed read. Not for a stream with an ungetc area,
- * pending output, line or no buffering (their underflow flushes other streams first), or
- * wide orientation: those refill by __uflow. */
+/* glibc's fread (_IO_file_xsgetn) reads a request of at least a buffer's size straight
+ * into the caller's memory when the buffer is empty; so do we, but through the governed
+ * read. A line-buffered or unbuffered stream too, as glibc's: its underflow would flush
+ * stdout first, but glibc's fread makes no underflow for such a request, and an unbuffered
+ * stream's buffer is one byte - refilled by __uflow, 1 MB took a million reads
+ * (regress/stdio_unbuffered_fread). Not for a stream with an ungetc area, pending output
+ * or wide orientation: those refill by __uflow. */
 static bool can_read_direct(const FILE *f, size_t n)
 {
-	return !(f->_flags & (TB_IO_IN_BACKUP | TB_IO_CURRENTLY_PUTTING | TB_IO_LINE_BUF |
-			      TB_IO_UNBUFFERED)) &&
-	       f->_mode <= 0 && f->_IO_buf_base != NULL &&
-	       n >= (size_t)(f->_IO_buf_end - f->_IO_buf_base);
+	return !(f->_flags & (TB_IO_IN_BACKUP | TB_IO_CURRENTLY_PUTTING)) && f->_mode <= 0 &&
+	       f->_IO_buf_base != NULL && n >= (size_t)(f->_IO_buf_end - f->_IO_buf_base);
 }
 
 /* The governed read into dst; sets the stream's EOF or error flag as glibc's own read
