@@ -99,14 +99,16 @@ static size_t take_cancellable(struct tb_sock *s, FILE *f, bool unlock, void *ds
  * fgets as glibc's (libio/iofgets.c): n <= 0 gives NULL, n == 1 an empty string (the
  * FORTIFY form, which reads at most min(n-1, size), gives NULL there and aborts when the
  * line fills `size`); a new error gives NULL even after a partial line, an EOF after one
- * gives the line. `locked`: the caller's call takes the FILE lock.
+ * gives the line, and so does EAGAIN (a non-blocking socket's), leaving errno EAGAIN and
+ * the error flag set as glibc does: the program's one sign that the line is partial.
+ * `locked`: the caller's call takes the FILE lock.
  */
 static TB_SLOW char *governed_fgets(struct tb_sock *s, char *buf, int n, FILE *f, bool locked,
 				    bool chk, size_t size)
 {
 	size_t max, got;
 	enum tb_take_end end;
-	int old_error, saved = errno;
+	int old_error;
 	char *r = buf;
 
 	if (n <= 0)
@@ -130,8 +132,6 @@ static TB_SLOW char *governed_fgets(struct tb_sock *s, char *buf, int n, FILE *f
 	f->_flags |= old_error;
 	if (locked)
 		tb_file_unlock(f);
-	if (r != NULL)
-		errno = saved;
 	return r;
 }
 
