@@ -239,13 +239,14 @@ TB_EXPORT size_t __fread_unlocked_chk(void *p, size_t buflen, size_t size, size_
 	return governed_fread(s, p, size, n, f, false);
 }
 
-/* One byte: a wait only when the buffer is empty; the refill's bytes go to the framing
+/* One byte: a wait only when the FILE holds none (the ungetc area and the buffer behind
+ * it both spent: regress/stdio_ungetc_buffered_cut); the refill's bytes go to the framing
  * (tb_stdio_refilled: the caller holds the FILE's lock, or is its only user). */
 #define GOVERNED_GETC(call)                                                                 \
 	do {                                                                                \
 		struct tb_stdio w_;                                                         \
 		int c_;                                                                     \
-		if (tb_stdio_avail(f) > 0)                                                  \
+		if (tb_stdio_avail(f) > 0 || tb_stdio_behind_backup(f) > 0)                 \
 			return (call);                                                      \
 		if (tb_stdio_begin(&w_, s, f, TB_RD) < 0)                                   \
 			return EOF;                                                         \
@@ -463,7 +464,7 @@ static int governed_vfscanf_locked(struct tb_sock *s, FILE *f, const char *fmt, 
 	/* The first read is a wait of its own; then, with a newline buffered, no wait. */
 	if (tb_stdio_prime(s, f) < 0)
 		return EOF;
-	if (tb_stdio_holds(f, '\n', (size_t)-1))
+	if (tb_stdio_holds(f, '\n'))
 		return c99 ? tb_real.__isoc99_vfscanf(f, fmt, ap) : tb_real.vfscanf(f, fmt, ap);
 	GOVERNED(int, TB_RD,
 		 c99 ? tb_real.__isoc99_vfscanf(f, fmt, ap) : tb_real.vfscanf(f, fmt, ap), true,

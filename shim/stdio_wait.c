@@ -105,12 +105,18 @@ void tb_stdio_refilled(struct tb_stdio *w, const FILE *f)
 	w->moved = (size_t)(f->_IO_read_end - f->_IO_read_base);
 }
 
-/* One underflow as one wait. Returns the byte or EOF; *cut when the socket was cut. */
+/* One underflow as one wait. Returns the byte or EOF; *cut when the socket was cut. An
+ * underflow that only leaves the ungetc area for the bytes behind it is no wait: a slow
+ * program that pushed a byte back must not be cut reading what it already holds
+ * (regress/stdio_ungetc_buffered_cut). */
 static int pull(struct tb_sock *s, FILE *f, bool *cut)
 {
 	struct tb_stdio w;
 	int c;
 
+	*cut = false;
+	if (tb_stdio_behind_backup(f) > 0)
+		return tb_real.__uflow(f);
 	if (tb_stdio_begin(&w, s, f, TB_RD) < 0) {
 		*cut = true;
 		return EOF;

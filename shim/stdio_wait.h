@@ -64,12 +64,24 @@ static inline size_t tb_stdio_avail(const FILE *f)
 						 : 0;
 }
 
-/* True when `c` is among the unread bytes held (the end of a line already here). */
-static inline bool tb_stdio_holds(const FILE *f, int c, size_t max)
+/* Bytes the buffer holds behind the ungetc area while the FILE reads that area: glibc
+ * keeps the buffer's unread part in _IO_save_base.._IO_save_end meanwhile, and the refill
+ * that ends the area only switches back to them, reading nothing. */
+static inline size_t tb_stdio_behind_backup(const FILE *f)
 {
-	size_t n = tb_stdio_avail(f);
+	return (f->_flags & TB_IO_IN_BACKUP) && f->_IO_save_base < f->_IO_save_end
+		       ? (size_t)(f->_IO_save_end - f->_IO_save_base)
+		       : 0;
+}
 
-	return n > 0 && __builtin_memchr(f->_IO_read_ptr, c, n < max ? n : max) != NULL;
+/* True when `c` is among the unread bytes held (the end of a line already here), the
+ * buffer's behind an ungetc area included. */
+static inline bool tb_stdio_holds(const FILE *f, int c)
+{
+	size_t n = tb_stdio_avail(f), m = tb_stdio_behind_backup(f);
+
+	return (n > 0 && __builtin_memchr(f->_IO_read_ptr, c, n) != NULL) ||
+	       (m > 0 && __builtin_memchr(f->_IO_save_base, c, m) != NULL);
 }
 
 /* True when writing n more bytes may make glibc write to the fd: an unbuffered or
