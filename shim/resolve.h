@@ -86,8 +86,9 @@ enum tb_lookup_plan tb_lookup_plan_hostaddr(struct tb_lookup *lk, const void *ad
 
 /*
  * The bounded lookups. Each returns what libc returned (with errno, h_errno and *h_errnop as
- * libc left them), or on expiry what libc returns when the resolver does not answer:
- * EAI_AGAIN; for the gethostby* functions, as tb_host*_unanswered below. An expiry is
+ * libc left them, and getaddrinfo's *res written only on success, as libc writes it), or on
+ * expiry what libc returns when the resolver does not answer: EAI_AGAIN; for the
+ * gethostby* functions, as tb_host*_unanswered below. An expiry is
  * logged (phase=dns) and reported to the thread's budget. The lookup itself finishes on a
  * resolver thread, which frees its result.
  */

@@ -467,8 +467,12 @@ int tb_lookup_getaddrinfo(struct tb_lookup *lk, const char *node, const char *se
 		break;
 	}
 	rc = r->rc;
-	*res = r->res;
-	r->res = NULL;
+	/* libc writes *res only with a list to give: a failed lookup leaves the caller's
+	 * pointer as it was (a program may keep its last good list across a failed refresh). */
+	if (rc == 0) {
+		*res = r->res;
+		r->res = NULL;
+	}
 	errno = rc == EAI_SYSTEM ? r->err : saved;
 	free_req(r);
 	return rc;
