@@ -34,6 +34,7 @@ static void close_call(struct tb_budget *b)
 {
 	b->open = false;
 	b->saw_response = false;
+	b->answered = false;
 }
 
 void tb_budget_open_process(struct tb_budget *b, const struct tb_settings *s, int64_t now)
@@ -96,6 +97,10 @@ step_locked(struct tb_budget *b, const struct tb_settings *s, const struct tb_de
 		b->saw_response = false; /* what was read belongs to this call's exchange */
 	else if (b->open && b->saw_response)
 		close_call(b); /* the previous call was answered: this is the next one */
+	/* A lookup after an answered one, with no destination stepped towards since, is the
+	 * next call's, as a send after a response is. */
+	if (b->open && b->answered && b->dest.family == 0 && d->family == 0)
+		close_call(b);
 	if (b->open && now >= b->deadline) {
 		if (b->failed) {
 			/* A retry after the deadline passed during the program's back-off: the
@@ -109,8 +114,10 @@ step_locked(struct tb_budget *b, const struct tb_settings *s, const struct tb_de
 	/* A call that lookups opened has no destination yet (family 0: every socket's has one):
 	 * the first destination the thread steps towards is its own. The lookup is the first
 	 * step of the call that connects to what it found, under the same deadline. */
-	if (b->open && b->dest.family == 0 && d->family != 0)
+	if (b->open && b->dest.family == 0 && d->family != 0) {
 		b->dest = *d;
+		b->answered = false;
+	}
 	/* A step towards another destination is another call - a write-only stream's send (a
 	 * log shipper) opens a call that never gets an answer, and a request elsewhere must not
 	 * inherit what is left of it - unless it retries a failed attempt on another address
@@ -128,6 +135,7 @@ step_locked(struct tb_budget *b, const struct tb_settings *s, const struct tb_de
 		b->open = true;
 		b->saw_response = false;
 		b->failed = false;
+		b->answered = false;
 		b->start = now;
 		b->deadline = add_sat(now, s->deadline_ns);
 		b->dest = *d;
@@ -146,9 +154,18 @@ void tb_budget_on_response(struct tb_budget *b, const struct tb_settings *s)
 	}
 }
 
+void tb_budget_on_answer(struct tb_budget *b, const struct tb_settings *s)
+{
+	if (s->scope != TB_SCOPE_PROCESS && b->open && b->dest.family == 0 && enter(b)) {
+		b->answered = true;
+		leave(b);
+	}
+}
+
 static void failure_locked(struct tb_budget *b)
 {
 	b->saw_response = false;
+	b->answered = false;
 	b->failed = b->open;
 }
 

@@ -18,7 +18,9 @@
  * never complete a call: another request must not inherit their deadline) - except a retry
  * after a failed attempt towards another address with the same port (a replica of the
  * same service behind its name), and except the first destination after name lookups (a
- * lookup steps towards no destination: the call it opens is the connect's that follows). Failed attempts (refused, reset, a phase timeout) leave it open, so the
+ * lookup steps towards no destination: the call it opens is the connect's that follows; a
+ * lookup after an answered one opens a call of its own, tb_budget_on_answer). Failed
+ * attempts (refused, reset, a phase timeout) leave it open, so the
  * program's own retries spend the same deadline. When an expiry at the deadline has been
  * delivered, the budget closes and further attempts to the same destination fail at once
  * until `retry_window` has passed since the deadline. A step that comes after the deadline
@@ -42,6 +44,7 @@ struct tb_budget {
 	bool open;
 	bool saw_response;    /* response bytes read since the thread's last send */
 	bool failed;          /* an attempt of this call failed: later steps are retries */
+	bool answered;        /* lookups opened the call and the last one was answered */
 	int64_t start;        /* when the call opened */
 	int64_t deadline;     /* absolute; TB_NEVER without a deadline */
 	struct tb_dest dest;  /* where the call began */
@@ -131,6 +134,16 @@ int tb_budget_step_continue(struct tb_budget *b, const struct tb_settings *s,
 
 /* Response bytes were read (the call has an answer; the next send starts a new call). */
 void tb_budget_on_response(struct tb_budget *b, const struct tb_settings *s);
+
+/*
+ * A step towards no destination (a name lookup) got its answer. As a response ends a call
+ * at the thread's next send, the answer ends the call that lookups opened at the thread's
+ * next lookup, which opens a call of its own; the first destination stepped towards still
+ * takes the call over (the lookup was its first step). A lookup retried after one that
+ * failed joins the call, so the program's retries spend one deadline.
+ * @unittest test_budget.c: test_answered_lookup_ends_its_call
+ */
+void tb_budget_on_answer(struct tb_budget *b, const struct tb_settings *s);
 
 /* An attempt failed without an expiry at the deadline (refused, reset, phase timeout). */
 void tb_budget_on_failure(struct tb_budget *b, const struct tb_settings *s);

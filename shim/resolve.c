@@ -532,6 +532,17 @@ void tb_lookup_expired(const struct tb_lookup *lk)
 }
 
 /*
+ * A lookup answered ends the call that lookups opened as far as the next lookup goes (a
+ * program that resolves name after name must not have them share one deadline), while the
+ * connect that follows still takes that call over. Only a lookup retried after a failure
+ * joins the earlier one's call.
+ */
+void tb_lookup_answered(void)
+{
+	tb_budget_on_answer(tb_budget_here(), &tb_default_settings);
+}
+
+/*
  * A lookup cut at its expiry. Cut by the deadline it ends the call, as a socket's expiry at
  * the deadline would. Cut by dns_timeout it leaves the call open, so a retry within the
  * deadline spends the same budget; it is not marked as a failed attempt, because a failed

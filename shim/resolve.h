@@ -61,7 +61,8 @@ enum tb_lookup_plan {
  * die at its exec, leaving the parent's pool (shared memory) counting a thread that never
  * takes work again (regress/vfork_getaddrinfo).
  * A bounded lookup opens, or joins, the thread's budget (it is the first step of the call
- * that connects to what it finds) and fills *lk.
+ * that connects to what it finds; it joins a call of lookups only after one that failed,
+ * tb_lookup_answered) and fills *lk.
  */
 enum tb_lookup_plan tb_lookup_plan(struct tb_lookup *lk, const char *name, int af, bool numeric);
 
@@ -153,6 +154,11 @@ int tb_nameinfo_unanswered(const struct sockaddr *sa, socklen_t salen, char *hos
 
 /* A lookup planned TB_LOOKUP_EXPIRED: logged (the budget already knows). */
 void tb_lookup_expired(const struct tb_lookup *lk);
+
+/* A bounded lookup that got the resolver's answer (an address, or word that the name has
+ * none): told to the thread's budget, so that the thread's next lookup opens a call of its
+ * own rather than spending what is left of this one's deadline. */
+void tb_lookup_answered(void);
 
 /* A bounded lookup cut at lk->expiry: logged, and told to the thread's budget. */
 void tb_lookup_cut(const struct tb_lookup *lk);

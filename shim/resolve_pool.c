@@ -386,6 +386,26 @@ void tb_resolve_pool_jumped(void)
 
 enum wait_result { W_DONE, W_EXPIRED, W_NO_THREAD };
 
+/* Whether r's lookup got the resolver's answer - a result, or word that the name has none -
+ * rather than a failure the program may retry (a temporary failure, an error). */
+static bool answered(const struct req *r)
+{
+	switch (r->kind) {
+	case K_ADDRINFO:
+#ifdef EAI_NODATA
+		if (r->rc == EAI_NODATA)
+			return true;
+#endif
+		return r->rc == 0 || r->rc == EAI_NONAME;
+	case K_NAMEINFO:
+		return r->rc == 0 || r->rc == EAI_NONAME;
+	case K_HOSTENT:
+	case K_HOSTENT_R:
+		break;
+	}
+	return r->result != NULL || r->herr == HOST_NOT_FOUND || r->herr == NO_DATA;
+}
+
 /*
  * Queues r and waits for it until lk->expiry. W_DONE: r holds the result and is the
  * caller's. W_EXPIRED: r is no longer the caller's. W_NO_THREAD: no resolver thread could be
@@ -436,6 +456,8 @@ static enum wait_result submit(struct req *r, const struct tb_lookup *lk)
 		abandon_locked(r);
 	pthread_mutex_unlock(&pool.lock);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (w == W_DONE && answered(r))
+		tb_lookup_answered();
 	return w;
 }
 

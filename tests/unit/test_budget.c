@@ -144,6 +144,33 @@ static void test_lookup_call_is_the_connects(void **state)
 	expect_go(&b, &s, &logs, T0 + 150 * MS, T0 + 150 * MS, T0 + 450 * MS);
 }
 
+static void test_answered_lookup_ends_its_call(void **state)
+{
+	struct tb_settings s;
+	struct tb_budget b;
+	struct tb_dest lookup, a = dest_v4("10.0.0.1", 80);
+
+	(void)state;
+	memset(&lookup, 0, sizeof(lookup));
+	settings(&s, 300 * MS);
+	memset(&b, 0, sizeof(b));
+	/* name after name, each answered: each lookup is a call of its own */
+	expect_go(&b, &s, &lookup, T0, T0, T0 + 300 * MS);
+	tb_budget_on_answer(&b, &s);
+	expect_go(&b, &s, &lookup, T0 + 50 * MS, T0 + 50 * MS, T0 + 350 * MS);
+	/* that one failed (nothing told): its retry joins it */
+	expect_go(&b, &s, &lookup, T0 + 100 * MS, T0 + 50 * MS, T0 + 350 * MS);
+	/* the retry was answered: the connect to what it found still takes the call over */
+	tb_budget_on_answer(&b, &s);
+	expect_go(&b, &s, &a, T0 + 150 * MS, T0 + 50 * MS, T0 + 350 * MS);
+	assert_true(tb_dest_equal(&b.dest, &a));
+	assert_false(b.answered);
+	/* an answer while a destination holds the call changes nothing */
+	tb_budget_on_answer(&b, &s);
+	assert_false(b.answered);
+	expect_go(&b, &s, &a, T0 + 200 * MS, T0 + 50 * MS, T0 + 350 * MS);
+}
+
 static void test_failure_after_response_keeps_call(void **state)
 {
 	struct tb_settings s;
@@ -793,6 +820,7 @@ int main(void)
 		cmocka_unit_test(test_failure_after_response_keeps_call),
 		cmocka_unit_test(test_other_destination_opens_a_new_call),
 		cmocka_unit_test(test_lookup_call_is_the_connects),
+		cmocka_unit_test(test_answered_lookup_ends_its_call),
 		cmocka_unit_test(test_response_then_step_opens_new_call),
 		cmocka_unit_test(test_continued_step_keeps_the_call),
 		cmocka_unit_test(test_response_then_close_opens_fresh),
