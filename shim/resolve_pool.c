@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "futex.h"
@@ -43,9 +45,23 @@
  * and no fd or memory beyond those lookups. While all of them are stuck, further lookups
  * wait in the queue and expire there: the resolver is down for them too.
  *
- * Lock rules: pool.lock guards the queue, the counters, and every request's state and
- * abandoned flag. A request belongs to its caller until it gives up on it (abandoned set
- * while RUNNING): then to the thread running it, which frees it.
+ * Stacks: each thread runs on a stack of ours, one per slot, mapped at the slot's first
+ * thread and kept for the next (never unmapped: at most POOL_MAX stacks of the default
+ * size, as glibc's cache of stacks would keep). glibc keeps a stack it allocated for the
+ * next thread it creates, with the struct pthread at its top, and that struct holds the
+ * thread's resolver state (res, reached through _res), which a new thread on a cached
+ * stack inherits as it was. In a child forked while a resolver thread was inside a lookup,
+ * the first thread the child created - a resolver thread, or the child's own - inherited
+ * the socket that lookup waited on, by number: its queries went out on the parent's socket
+ * and failed, and on a file the child had opened under that number, which glibc then
+ * closed. A stack the caller supplies is never cached by glibc, and the struct pthread
+ * placed on it is cleared at each creation, so every resolver thread starts with fresh
+ * resolver state, and no thread of the child starts on a resolver thread's stack. A slot's
+ * stack is given to a new thread only once the previous one has been joined.
+ *
+ * Lock rules: pool.lock guards the queue, the counters, the slots, and every request's
+ * state and abandoned flag. A request belongs to its caller until it gives up on it
+ * (abandoned set while RUNNING): then to the thread running it, which frees it.
  */
 #define POOL_MAX 16
 #define IDLE_NS (5 * TB_NS_PER_S)
@@ -91,6 +107,19 @@ static struct {
 	struct req *head, *tail;
 	int threads, idle, queued;
 } pool = { .lock = PTHREAD_MUTEX_INITIALIZER };
+/* A resolver thread's place and its stack (see "Stacks" above). */
+enum slot_state {
+	SLOT_FREE, /* no thread: the stack, when mapped, is free for the next */
+	SLOT_LIVE, /* a thread runs on the stack */
+	SLOT_GONE  /* the thread has left the pool and is ending: join it before reuse */
+};
+static struct slot {
+	enum slot_state state;
+	pthread_t thread;
+	char *map; /* guard page, then the stack; NULL until the slot's first thread */
+} slots[POOL_MAX];
+static size_t stack_size, guard_size;
+
 static pthread_condattr_t mono;
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 /* The request the thread waits for, while it waits (see the top). */
@@ -136,6 +165,17 @@ static void waiting_gone(void *r);
 
 static void pool_init(void)
 {
+	pthread_attr_t attr;
+	long page = sysconf(_SC_PAGESIZE);
+
+	/* The size of the stack glibc would give the thread (the default attributes'). */
+	guard_size = page > 0 ? (size_t)page : 4096;
+	pthread_attr_init(&attr);
+	if (pthread_attr_getstacksize(&attr, &stack_size) != 0 ||
+	    stack_size < (size_t)PTHREAD_STACK_MIN)
+		stack_size = (size_t)PTHREAD_STACK_MIN;
+	pthread_attr_destroy(&attr);
+	stack_size = (stack_size + guard_size - 1) / guard_size * guard_size;
 	atomic_store(&have_waiting_key, pthread_key_create(&waiting_key, waiting_gone) == 0);
 	pthread_condattr_init(&mono);
 	pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
@@ -150,6 +190,15 @@ static void pool_init(void)
  */
 void tb_resolve_pool_fork_child(void)
 {
+	/* The slots' threads are not here, and glibc has forgotten them (a stack the caller
+	 * supplied is not its to keep): their stacks are free for the child's resolver threads.
+	 * Unless the forking thread is itself a resolver thread (an NSS module's fork): it runs
+	 * on one of them, so the child leaves them all alone and maps new ones. */
+	for (size_t i = 0; i < POOL_MAX; i++) {
+		slots[i].state = SLOT_FREE;
+		if (tb_resolver_thread)
+			slots[i].map = NULL;
+	}
 	pthread_mutex_init(&pool.lock, NULL);
 	for (size_t i = 0; i < sizeof(static_results) / sizeof(static_results[0]); i++)
 		pthread_mutex_init(&static_results[i].lock, NULL);
@@ -272,7 +321,8 @@ static void run(struct req *r)
 
 static void *resolver_thread(void *arg)
 {
-	(void)arg;
+	struct slot *slot = arg;
+
 	tb_resolver_thread = true;
 	pthread_mutex_lock(&pool.lock);
 	for (;;) {
@@ -287,6 +337,7 @@ static void *resolver_thread(void *arg)
 			pool.idle--;
 			if (rc == ETIMEDOUT && pool.head == NULL) {
 				pool.threads--;
+				slot->state = SLOT_GONE;
 				pthread_mutex_unlock(&pool.lock);
 				tb_thread_own_ended();
 				return NULL;
@@ -313,21 +364,62 @@ static void *resolver_thread(void *arg)
 	}
 }
 
+/*
+ * A slot for a new thread, its stack mapped (pool.lock held): a free one, else one whose
+ * thread has left the pool, joined first. That thread has released pool.lock for good and
+ * only ends, so the join is short; it is no cancellation point here, where the lock is
+ * held. NULL when the stack cannot be mapped.
+ */
+static struct slot *slot_locked(void)
+{
+	struct slot *s = NULL;
+
+	for (size_t i = 0; i < POOL_MAX && s == NULL; i++)
+		if (slots[i].state == SLOT_FREE)
+			s = &slots[i];
+	for (size_t i = 0; i < POOL_MAX && s == NULL; i++) {
+		if (slots[i].state == SLOT_GONE) {
+			int cancel;
+
+			s = &slots[i];
+			pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+			pthread_join(s->thread, NULL);
+			pthread_setcancelstate(cancel, NULL);
+			s->state = SLOT_FREE;
+		}
+	}
+	if (s != NULL && s->map == NULL) {
+		void *m = mmap(NULL, guard_size + stack_size, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+
+		if (m == MAP_FAILED)
+			return NULL;
+		/* The guard page glibc would have put below a stack of its own. */
+		if (mprotect(m, guard_size, PROT_NONE) != 0) {
+			munmap(m, guard_size + stack_size);
+			return NULL;
+		}
+		s->map = m;
+	}
+	return s;
+}
+
 /* A thread more, when the queue holds more lookups than threads wait for work. Called with
  * pool.lock held. The thread takes no signal: the program's handlers run on its own threads. */
 static void grow_locked(void)
 {
 	pthread_attr_t attr;
-	pthread_t t;
+	struct slot *s;
 	sigset_t all, old;
 
-	if (pool.queued <= pool.idle || pool.threads >= POOL_MAX)
+	if (pool.queued <= pool.idle || pool.threads >= POOL_MAX || (s = slot_locked()) == NULL)
 		return;
 	sigfillset(&all);
 	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstack(&attr, s->map + guard_size, stack_size);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (pthread_create(&t, &attr, resolver_thread, NULL) == 0) {
+	if (pthread_create(&s->thread, &attr, resolver_thread, s) == 0) {
+		s->state = SLOT_LIVE;
 		pool.threads++;
 		tb_thread_own_started();
 	}

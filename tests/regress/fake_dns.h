@@ -5,8 +5,10 @@
  * begins with a letter with 10.0.0.<that letter> ("alpha.example.test" -> 10.0.0.97) and
  * every other query with no record; tbr_fake_dns(false) leaves 127.0.0.1:53 closed, so every
  * query is refused at once (the lookup fails fast, without an answer). A story that sets
- * tbr_fake_dns_delay_ms first gets each answer that much later (a slow resolver). Skips (77)
- * where the namespaces cannot be made. */
+ * tbr_fake_dns_delay_ms first gets each answer that much later (a slow resolver), and one
+ * that sets tbr_fake_dns_silent to a letter gets no answer at all for names beginning with
+ * it (a lost query: glibc waits its timeout, 1 s, on its socket). Skips (77) where the
+ * namespaces cannot be made. */
 #ifndef TB_FAKE_DNS_H
 #define TB_FAKE_DNS_H
 
@@ -26,6 +28,7 @@ static inline in_addr_t tbr_fake_addr(const char *name)
 }
 
 static atomic_int tbr_fake_dns_delay_ms; /* read by the resolver thread at each query */
+static char tbr_fake_dns_silent;
 
 static inline void *tbr_fake_dns_main(void *arg)
 {
@@ -45,6 +48,8 @@ static inline void *tbr_fake_dns_main(void *arg)
 			qend += (size_t)q[qend] + 1;
 		if (qend + 5 > (size_t)n)
 			continue;
+		if (tbr_fake_dns_silent != 0 && q[13] == tbr_fake_dns_silent)
+			continue; /* lost */
 		qtype = q[qend + 1] << 8 | q[qend + 2];
 		qend += 5; /* the root label, type, class */
 		memcpy(a, q, qend);
