@@ -46,8 +46,10 @@ TB_EXPORT int getaddrinfo(const char *node, const char *service, const struct ad
 		r = tb_lookup_getaddrinfo(&lk, node, service, hints, res);
 		break;
 	default:
+		saved = errno;
 		tb_lookup_expired(&lk);
-		return EAI_AGAIN;
+		errno = saved;
+		return tb_addrinfo_unanswered();
 	}
 	if (r != 0 || node == NULL || res == NULL || !tb_configure_learning())
 		return r;

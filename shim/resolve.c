@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -506,6 +507,15 @@ enum tb_lookup_plan tb_lookup_plan_hostaddr(struct tb_lookup *lk, const void *ad
 	(void)any6;
 #endif
 	return plan_reverse(lk, af, &key);
+}
+
+int tb_addrinfo_unanswered(void)
+{
+#ifdef __GLIBC__
+	h_errno = TRY_AGAIN;
+	errno = EAGAIN;
+#endif
+	return EAI_AGAIN;
 }
 
 int tb_nameinfo_unanswered(const struct sockaddr *sa, socklen_t salen, char *host,

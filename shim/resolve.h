@@ -88,8 +88,8 @@ enum tb_lookup_plan tb_lookup_plan_hostaddr(struct tb_lookup *lk, const void *ad
 /*
  * The bounded lookups. Each returns what libc returned (with errno, h_errno and *h_errnop as
  * libc left them, and getaddrinfo's *res written only on success, as libc writes it), or on
- * expiry what libc returns when the resolver does not answer: EAI_AGAIN; for the
- * gethostby* functions, as tb_host*_unanswered below. An expiry is
+ * expiry what libc returns when the resolver does not answer: for getaddrinfo as
+ * tb_addrinfo_unanswered, for the gethostby* functions as tb_host*_unanswered below. An expiry is
  * logged (phase=dns) and reported to the thread's budget. The lookup itself finishes on a
  * resolver thread, which frees its result.
  */
@@ -117,6 +117,10 @@ struct hostent *tb_lookup_gethostbyaddr(struct tb_lookup *lk, const void *addr, 
 int tb_lookup_gethostbyaddr_r(struct tb_lookup *lk, const void *addr, socklen_t len, int af,
 			      struct hostent *ret, char *buf, size_t buflen,
 			      struct hostent **result, int *h_errnop);
+
+/* What getaddrinfo returns when the resolver does not answer, as measured. glibc: EAI_AGAIN,
+ * h_errno TRY_AGAIN, errno EAGAIN. musl: EAI_AGAIN, errno and h_errno untouched. */
+int tb_addrinfo_unanswered(void);
 
 /*
  * What the gethostby* functions return when the resolver does not answer, as measured.

@@ -89,7 +89,7 @@ struct req {
 	bool has_hints;
 	struct addrinfo hints;
 	int rc, err, herr;    /* what the lookup returned; errno and h_errno after it */
-	int tls_herr;         /* K_HOSTENT_R: the thread's h_errno after it, or NO_HERR */
+	int tls_herr;         /* K_HOSTENT*: the thread's h_errno after it, or NO_HERR */
 	struct addrinfo *res;
 	struct hostent he, *result;
 	char *mem, *buf;      /* buf: mem aligned like the caller's buffer (K_HOSTENT_R) */
@@ -277,8 +277,13 @@ static void run(struct req *r)
 	errno = r->err;
 	switch (r->kind) {
 	case K_ADDRINFO:
+		/* glibc's getaddrinfo sets h_errno from the resolver's answer (NXDOMAIN
+		 * HOST_NOT_FOUND, SERVFAIL TRY_AGAIN, no address NO_DATA, an answer 0): a value it
+		 * did not set is not handed back (NO_HERR). */
+		h_errno = NO_HERR;
 		r->rc = tb_resolve_real.getaddrinfo(r->node, r->service,
 						    r->has_hints ? &r->hints : NULL, &r->res);
+		r->herr = h_errno;
 		break;
 	case K_HOSTENT_R:
 		/* libc writes *h_errnop and h_errno on some paths only (glibc's _r functions set
@@ -299,7 +304,11 @@ static void run(struct req *r)
 		r->herr = h_errno;
 		return;
 	case K_HOSTENT:
-		/* The non-reentrant call's buffer is ours: grow it as glibc grows its own. */
+		/* The non-reentrant call's buffer is ours: grow it as glibc grows its own. The
+		 * _r function may set the thread's h_errno itself (glibc's files backend sets
+		 * HOST_NOT_FOUND on its way to DNS, even when DNS answers), which the caller's
+		 * thread must see as it would natively. */
+		h_errno = NO_HERR;
 		for (size_t len = HOSTENT_BUF_START; len <= HOSTENT_BUF_MAX; len *= 2) {
 			char *mem = realloc(r->mem, len);
 
@@ -314,6 +323,7 @@ static void run(struct req *r)
 			if (!grow_again(r))
 				break;
 		}
+		r->tls_herr = h_errno;
 		break;
 	}
 	r->err = errno;
@@ -569,6 +579,7 @@ int tb_lookup_getaddrinfo(struct tb_lookup *lk, const char *node, const char *se
 		r->hints.ai_socktype = hints->ai_socktype;
 		r->hints.ai_protocol = hints->ai_protocol;
 	}
+	r->err = saved; /* the thread starts from the caller's errno, as libc would */
 	switch (submit(r, lk)) {
 	case W_NO_THREAD:
 		free_req(r);
@@ -576,7 +587,7 @@ int tb_lookup_getaddrinfo(struct tb_lookup *lk, const char *node, const char *se
 	case W_EXPIRED:
 		tb_lookup_cut(lk);
 		errno = saved;
-		return EAI_AGAIN;
+		return tb_addrinfo_unanswered();
 	case W_DONE:
 		break;
 	}
@@ -587,7 +598,9 @@ int tb_lookup_getaddrinfo(struct tb_lookup *lk, const char *node, const char *se
 		*res = r->res;
 		r->res = NULL;
 	}
-	errno = rc == EAI_SYSTEM ? r->err : saved;
+	if (r->herr != NO_HERR)
+		h_errno = r->herr;
+	errno = r->err;
 	free_req(r);
 	return rc;
 }
@@ -707,6 +720,8 @@ static struct hostent *static_result(struct req *r)
 {
 	struct hostent *h = NULL;
 
+	if (r->tls_herr != NO_HERR)
+		h_errno = r->tls_herr;
 	if (r->herr != 0)
 		h_errno = r->herr;
 	errno = r->err;
@@ -1025,7 +1040,7 @@ int tb_lookup_getnameinfo(struct tb_lookup *lk, const struct sockaddr *sa, sockl
 		memcpy(serv, r->serv, strlen(r->serv) + 1);
 	if (r->herr != NO_HERR)
 		h_errno = r->herr;
-	errno = rc != 0 ? r->err : saved;
+	errno = r->err; /* as libc left it, which glibc sets on success too */
 	free_req(r);
 	return rc;
 native:
