@@ -342,7 +342,7 @@ MUSL_CLIENTS := $(addprefix build/musl/tests/e2e/clients/,blockcli evcli stdiocl
 # Regression programs of defects only the musl build had, built with musl-gcc; test_musl.py
 # runs them under it.
 MUSL_CLIENTS += $(addprefix build/musl/tests/regress/,stdio_memory_errno inbound_stdio_keepalive \
-			musl_msghdr_padding)
+			musl_msghdr_padding stdio_scanf_no_input)
 ifneq ($(MUSL),)
 musl-clients: $(MUSL_CLIENTS)
 else

@@ -440,26 +440,10 @@ TB_EXPORT ssize_t getline(char **line, size_t *n, FILE *f)
  * with the error flag set.
  */
 
-/* True when a scan of fmt may read the stream: unless its directives are all %n (with
- * flags, width, positional index or length), which store the count read so far and take
- * nothing - a scan that can return without a byte must not first wait for one
- * (regress/stdio_scanf_no_input). Whitespace, literals and every other conversion read. */
-static bool scan_reads(const char *fmt)
-{
-	for (const char *p = fmt; *p != '\0'; p++) {
-		if (*p != '%')
-			return true;
-		p += 1 + strspn(p + 1, "0123456789$*'hlLqjztm");
-		if (*p != 'n')
-			return true;
-	}
-	return false;
-}
-
 static int governed_vfscanf_locked(struct tb_sock *s, FILE *f, const char *fmt, va_list ap,
 				   bool c99)
 {
-	if (!scan_reads(fmt))
+	if (!tb_scan_reads(fmt))
 		return c99 ? tb_real.__isoc99_vfscanf(f, fmt, ap) : tb_real.vfscanf(f, fmt, ap);
 	/* The first read is a wait of its own; then, with a newline buffered, no wait. */
 	if (tb_stdio_prime(s, f) < 0)

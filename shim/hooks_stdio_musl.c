@@ -310,6 +310,10 @@ static TB_SLOW int vfscanf_governed(struct tb_sock *s, int fd, FILE *f, const ch
 	int c, r = EOF;
 
 	flockfile(f);
+	if (!tb_scan_reads(fmt)) { /* no byte to wait for (regress/stdio_scanf_no_input) */
+		r = tb_real.vfscanf(f, fmt, ap);
+		goto out;
+	}
 	if (__freadahead(f) == 0) {
 		c = pull(s, fd, f, &cut);
 		if (c == EOF && (cut || ferror_unlocked(f)))

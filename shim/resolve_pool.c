@@ -68,6 +68,7 @@
 #define HOSTENT_BUF_START 1024
 #define HOSTENT_BUF_MAX (1 << 20)
 #define BUF_ALIGN 16
+#define RESOLVER_STACK_MIN ((size_t)256 * 1024) /* glibc's resolver wants tens of KB */
 #define NO_HERR INT_MIN /* h_errno, *h_errnop: libc did not write it */
 
 enum kind { K_ADDRINFO, K_HOSTENT, K_HOSTENT_R, K_NAMEINFO };
@@ -166,14 +167,17 @@ static void waiting_gone(void *r);
 static void pool_init(void)
 {
 	pthread_attr_t attr;
-	long page = sysconf(_SC_PAGESIZE);
+	long page = getpagesize();
 
-	/* The size of the stack glibc would give the thread (the default attributes'). */
+	/* The size of the stack glibc would give the thread (the default attributes'), at
+	 * least RESOLVER_STACK_MIN. Neither sysconf nor PTHREAD_STACK_MIN: glibc's headers
+	 * make both a call of __sysconf, which musl does not have, and the glibc build must
+	 * load (and stay inactive) in a musl program. */
 	guard_size = page > 0 ? (size_t)page : 4096;
 	pthread_attr_init(&attr);
 	if (pthread_attr_getstacksize(&attr, &stack_size) != 0 ||
-	    stack_size < (size_t)PTHREAD_STACK_MIN)
-		stack_size = (size_t)PTHREAD_STACK_MIN;
+	    stack_size < RESOLVER_STACK_MIN)
+		stack_size = RESOLVER_STACK_MIN;
 	pthread_attr_destroy(&attr);
 	stack_size = (stack_size + guard_size - 1) / guard_size * guard_size;
 	atomic_store(&have_waiting_key, pthread_key_create(&waiting_key, waiting_gone) == 0);

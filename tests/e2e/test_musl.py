@@ -328,6 +328,14 @@ def test_musl_msghdr_padding_left_to_musl():
     assert "moved their bytes" in r.stdout, r
 
 
+def test_musl_scanf_of_nothing_does_not_wait():
+    # tests/regress/stdio_scanf_no_input.c, built with musl-gcc: fscanf(f, "%n", &n) returns
+    # 0 at once natively; the governed fscanf first filled an empty buffer, and waited for a
+    # peer that speaks only after the request (cut at the first-byte timeout).
+    r = musl_regress("stdio_scanf_no_input")
+    assert r.returncode == 0 and "timebox:" not in r.stderr, r
+
+
 def no_times(out):
     """out without the fields that carry times (ms=, total_ms=): what must be identical."""
     return [" ".join(f for f in line.split() if not f.startswith(("ms=", "total_ms=")))
