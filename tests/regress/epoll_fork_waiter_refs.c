@@ -75,6 +75,11 @@ int main(int argc, char **argv)
 	TBR_CHECK(pipe2(wake, O_CLOEXEC) == 0, "pipe: %s", strerror(errno));
 	ev.data.fd = wake[0];
 	TBR_CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, wake[0], &ev) == 0, "ADD: %s", strerror(errno));
+	/* Known before the fork, the mirror allocated: a child of a threaded process under
+	 * ThreadSanitizer's runtime once took long enough to exit that the waited-on socket
+	 * was cut meanwhile, and the run was killed. */
+	if (mallinfo2().uordblks == 0)
+		tbr_skip("mallinfo2 reports no allocated bytes (a sanitizer's allocator)");
 	tbr_epoll_waiter_start(&w, ep);
 	pid = fork();
 	TBR_CHECK(pid >= 0, "fork: %s", strerror(errno));

@@ -317,9 +317,10 @@ static inline void *tbr_epoll_waiter_main(void *arg)
 {
 	struct tbr_epoll_waiter *w = arg;
 	struct epoll_event got[4];
+	int r;
 
 	atomic_store(&w->tid, (int)syscall(SYS_gettid));
-	while (epoll_wait(w->ep, got, 4, -1) == 0 || errno == EINTR)
+	while ((r = epoll_wait(w->ep, got, 4, -1)) == 0 || (r < 0 && errno == EINTR))
 		;
 	return NULL;
 }
